@@ -1,0 +1,79 @@
+"""stoker keeps accelerators fed: a deterministic, exactly resumable data loader.
+
+Example:
+    >>> import stoker as sk
+    >>> loader = sk.DataLoader(sk.range(0, 10), batch_size=4, shuffle=True, seed=0)
+    >>> [len(batch) for batch in loader]
+    [4, 4, 2]
+"""
+
+from ._batching.collate import default_collate as default_collate
+from ._batching.collate import pad_collate as pad_collate
+from ._dataset import Dataset as Dataset
+from ._dataset import IterDataset as IterDataset
+from ._loader import DataLoader as DataLoader
+from ._loader import LoaderIterator as LoaderIterator
+from ._sampling.base import Sampler as Sampler
+from ._sampling.batch import BatchSampler as BatchSampler
+from ._sampling.chunked import ChunkedShuffleSampler as ChunkedShuffleSampler
+from ._sampling.random import RandomSampler as RandomSampler
+from ._sampling.sequential import SequentialSampler as SequentialSampler
+from ._sampling.shard import Shard as Shard
+from ._sampling.weighted import WeightedSampler as WeightedSampler
+from ._sources.arrays import from_arrays as from_arrays
+from ._sources.iterable import from_iterable as from_iterable
+from ._sources.memory import from_sequence as from_sequence
+from ._sources.range import range as range  # noqa: A004
+from ._stats import LoaderStats as LoaderStats
+from ._transforms.concat import concat as concat
+from ._transforms.mix import mix as mix
+from ._transforms.zip import zip as zip  # noqa: A004
+from ._worker_info import WorkerInfo as WorkerInfo
+from ._worker_info import get_worker_info as get_worker_info
+from .errors import CollateError as CollateError
+from .errors import ConfigError as ConfigError
+from .errors import FilteredOut as FilteredOut
+from .errors import LoaderTimeout as LoaderTimeout
+from .errors import NotSupportedError as NotSupportedError
+from .errors import StateError as StateError
+from .errors import StokerError as StokerError
+from .errors import WorkerCrashed as WorkerCrashed
+from .errors import WorkerError as WorkerError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BatchSampler",
+    "ChunkedShuffleSampler",
+    "CollateError",
+    "ConfigError",
+    "DataLoader",
+    "Dataset",
+    "FilteredOut",
+    "IterDataset",
+    "LoaderIterator",
+    "LoaderStats",
+    "LoaderTimeout",
+    "NotSupportedError",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "Shard",
+    "StateError",
+    "StokerError",
+    "WeightedSampler",
+    "WorkerCrashed",
+    "WorkerError",
+    "WorkerInfo",
+    "__version__",
+    "concat",
+    "default_collate",
+    "from_arrays",
+    "from_iterable",
+    "from_sequence",
+    "get_worker_info",
+    "mix",
+    "pad_collate",
+    "range",
+    "zip",
+]

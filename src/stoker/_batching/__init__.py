@@ -1,0 +1,1 @@
+"""Stage 4 of the data path: collate records into batches, in planned, recycled buffers."""

@@ -1,0 +1,282 @@
+"""``Dataset[T]`` (map-style) and ``IterDataset[T]`` (streams): descriptions of data.
+
+A dataset is an immutable description: chaining methods only build new nodes, and
+nothing is read until a record is asked for. Iteration state lives in cursors and in
+the loader's iterator, never in the description (user-written ``IterDataset``
+subclasses, which follow PyTorch's stateful protocol, are the one exception).
+
+The loader talks to datasets through two internal methods that every stage
+implements for its parent chain:
+
+* ``_fetch(indices, ctx) -> list[record | SKIP]``: the records at ``indices``;
+  ``SKIP`` stands for a record that a filter removed.
+* ``_gather(indices, ctx, out) -> batch | NotImplemented``: the *collated* batch for
+  ``indices``, written into ``out`` (a tree of arrays shaped like the batch) when
+  given. Stages that can produce a batch with vectorised NumPy work (array sources,
+  ranges) implement it; it is the bulk-loading path and is exactly what
+  ``default_collate(self._fetch(indices, ctx))`` would return.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
+
+import numpy as np
+
+from ._context import DEFAULT_CONTEXT, SKIP, Context, Skip
+from .errors import FilteredOut
+
+if TYPE_CHECKING:
+    from ._transforms.stream import BatchedStream
+
+__all__ = ["Dataset", "IterDataset", "StreamCursor", "as_index_array"]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+U = TypeVar("U")
+
+Batch = Any
+
+
+def as_index_array(indices: Sequence[int] | np.ndarray, length: int) -> np.ndarray:
+    """Validate indices against ``length`` and return them as an int64 array.
+
+    Negative indices count from the end, as for Python sequences.
+
+    Errors:
+        IndexError: an index outside ``[-length, length)``.
+    """
+    arr = np.asarray(indices, dtype=np.int64)
+    if arr.ndim != 1:
+        raise IndexError(f"indices must be one-dimensional, got shape {arr.shape}")
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < -length or hi >= length:
+            bad = lo if lo < -length else hi
+            raise IndexError(f"index {bad} is out of range for a dataset of length {length}")
+        if lo < 0:
+            arr = np.where(arr < 0, arr + length, arr)
+    return arr
+
+
+class Dataset(Generic[T]):
+    """A map-style dataset: a length and a record for every index in ``[0, len)``.
+
+    Subclass it and implement ``__len__`` and ``__getitem__``; add ``__getitems__``
+    when a whole batch can be read in one call (one vectorised gather, one query).
+    Every dataset gets the lazy chaining methods below.
+
+    Example:
+        >>> import stoker as sk
+        >>> class Squares(sk.Dataset[int]):
+        ...     def __len__(self) -> int:
+        ...         return 4
+        ...     def __getitem__(self, i: int) -> int:
+        ...         return i * i
+        >>> ds = Squares().map(lambda x: x + 1)
+        >>> [ds[i] for i in range(len(ds))]
+        [1, 2, 5, 10]
+    """
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} must implement __len__")
+
+    def __getitem__(self, index: int) -> T:
+        raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
+
+    def __getitems__(self, indices: Sequence[int]) -> list[T]:
+        """Return the records at ``indices``; override to read a batch in one call."""
+        return [self[i] for i in indices]
+
+    # -- the loader's protocol ------------------------------------------------------
+
+    def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
+        """The records at ``indices`` (int64, already in range); ``SKIP`` for removed ones."""
+        return list(self.__getitems__(indices.tolist()))
+
+    def _gather(self, indices: np.ndarray, ctx: Context, out: Batch | None) -> Batch:
+        """The collated batch for ``indices``, or ``NotImplemented`` (see the module doc)."""
+        return NotImplemented
+
+    @property
+    def _may_skip(self) -> bool:
+        """True when ``_fetch`` may return ``SKIP`` (a filter sits in the chain)."""
+        return False
+
+    # -- chaining -------------------------------------------------------------------
+
+    @overload
+    def map(self, fn: Callable[[T], U], *, seeded: Literal[False] = False) -> Dataset[U]: ...
+    @overload
+    def map(self, fn: Callable[[T, np.random.Generator], U], *, seeded: Literal[True]) -> Dataset[U]: ...
+    def map(self, fn: Callable[..., U], *, seeded: bool = False) -> Dataset[U]:
+        """Apply ``fn`` to every record, lazily.
+
+        With ``seeded=True``, ``fn(record, rng)`` gets a NumPy generator derived only
+        from (seed, epoch, index), so random augmentations are reproducible and do not
+        depend on workers or on the order in which records are computed.
+
+        Example:
+            >>> import stoker as sk
+            >>> sk.range(0, 3).map(lambda x: x * 10)[2]
+            20
+
+        Errors:
+            TypeError: ``fn`` is not callable.
+        """
+        return MapDataset(self, fn, seeded=seeded)
+
+    def filter(self, pred: Callable[[T], bool]) -> Dataset[T]:
+        """Keep the records for which ``pred(record)`` is true, lazily.
+
+        The length stays that of the parent (an upper bound); ``ds[i]`` on a removed
+        record raises :class:`~stoker.errors.FilteredOut`. In a loader, batches stay
+        full: each batch is filled with the next records that pass, and only the last
+        batch of an epoch may be short.
+
+        Example:
+            >>> import stoker as sk
+            >>> ds = sk.range(0, 10).filter(lambda x: x % 3 == 0)
+            >>> ds[3]
+            3
+        """
+        return FilterDataset(self, pred)
+
+    def shuffle(self, seed: int) -> Dataset[T]:
+        """A fresh random order of the records every epoch, from (seed, epoch).
+
+        Example:
+            >>> import stoker as sk
+            >>> sorted(sk.range(0, 5).shuffle(seed=1)[i] for i in range(5))
+            [0, 1, 2, 3, 4]
+        """
+        return ShuffleDataset(self, seed)
+
+    def shard(self, index: int, count: int) -> Dataset[T]:
+        """Every ``count``-th record starting at ``index``; all shards have equal length.
+
+        The last ``len(self) % count`` records are left out so that every shard has
+        ``len(self) // count`` records (uneven shards make collective steps hang).
+
+        Example:
+            >>> import stoker as sk
+            >>> ds = sk.range(0, 10).shard(1, 3)
+            >>> [ds[i] for i in range(len(ds))]
+            [1, 4, 7]
+        """
+        return ShardDataset(self, index, count)
+
+
+class DatasetNode(Dataset[T]):
+    """Base of stoker's own map-style stages: public access goes through ``_fetch``."""
+
+    def __getitem__(self, index: int) -> T:
+        i = operator.index(index)
+        (record,) = self._fetch(as_index_array([i], len(self)), DEFAULT_CONTEXT)
+        if record is SKIP:
+            raise FilteredOut(f"record {index} of {type(self).__name__} was removed by a filter")
+        return record
+
+    def __getitems__(self, indices: Sequence[int]) -> list[T]:
+        records = self._fetch(as_index_array(indices, len(self)), DEFAULT_CONTEXT)
+        for position, record in enumerate(records):
+            if record is SKIP:
+                raise FilteredOut(f"record {indices[position]} was removed by a filter")
+        return records  # type: ignore[return-value]
+
+    def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(len={len(self)})"
+
+
+class StreamCursor(Protocol[T_co]):
+    """An open position in a stream: an iterator that can report its state."""
+
+    def __next__(self) -> T_co: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+
+class IterDataset(Generic[T]):
+    """A stream of records, read in order; it resumes from a saved state.
+
+    Subclass it and implement ``__iter__``. To resume cheaply, also implement
+    ``state_dict()`` / ``load_state_dict(state)`` (PyTorch's stateful protocol: the
+    state of the iterator most recently returned by ``__iter__``). Without them,
+    stoker counts the records handed out and resumes by reading that many again,
+    which is exact whenever ``__iter__`` yields the same records every time.
+
+    Example:
+        >>> import stoker as sk
+        >>> ds = sk.from_iterable(lambda: iter(range(5))).map(lambda x: x * 2)
+        >>> list(ds)
+        [0, 2, 4, 6, 8]
+    """
+
+    def __iter__(self) -> Iterator[T]:
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state of the iterator most recently returned by ``__iter__``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement state_dict(); "
+            "stoker resumes it by counting records instead"
+        )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``__iter__`` continue from ``state``."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement load_state_dict()")
+
+    # -- the loader's protocol ------------------------------------------------------
+
+    def _open(self, ctx: Context, state: dict[str, Any] | None) -> StreamCursor[T]:
+        """Start reading at ``state`` (None: the beginning)."""
+        return open_user_stream(self, state)
+
+    # -- chaining -------------------------------------------------------------------
+
+    @overload
+    def map(self, fn: Callable[[T], U], *, seeded: Literal[False] = False) -> IterDataset[U]: ...
+    @overload
+    def map(
+        self, fn: Callable[[T, np.random.Generator], U], *, seeded: Literal[True]
+    ) -> IterDataset[U]: ...
+    def map(self, fn: Callable[..., U], *, seeded: bool = False) -> IterDataset[U]:
+        """Apply ``fn`` to every record, lazily (``seeded``: as for :meth:`Dataset.map`,
+        with the record's position in the stream as its index)."""
+        return MappedStream(self, fn, seeded=seeded)
+
+    def filter(self, pred: Callable[[T], bool]) -> IterDataset[T]:
+        """Keep the records for which ``pred(record)`` is true, lazily."""
+        return FilteredStream(self, pred)
+
+    def batch(
+        self,
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        collate_fn: Callable[[list[T]], Any] | None = None,
+    ) -> BatchedStream[T]:
+        """Group consecutive records into collated batches of ``batch_size``.
+
+        Use it with ``DataLoader(..., batch_size=None)``, which then yields these
+        batches as they are.
+        """
+        return BatchedStream(self, batch_size, drop_remainder=drop_remainder, collate_fn=collate_fn)
+
+
+# The stage classes import Dataset/IterDataset from this module, so they come last.
+from ._transforms.filter import FilterDataset  # noqa: E402
+from ._transforms.map import MapDataset  # noqa: E402
+from ._transforms.shard import ShardDataset  # noqa: E402
+from ._transforms.shuffle import ShuffleDataset  # noqa: E402
+from ._transforms.stream import (  # noqa: E402
+    BatchedStream,
+    FilteredStream,
+    MappedStream,
+    open_user_stream,
+)

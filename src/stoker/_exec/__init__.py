@@ -1,0 +1,1 @@
+"""Stage 5 of the data path: the only code that starts threads or processes."""

@@ -1,0 +1,93 @@
+"""The exceptions stoker raises.
+
+Every error stoker raises on purpose derives from :class:`StokerError`::
+
+    StokerError
+    ├── StateError (also ValueError)   a saved state that does not fit this loader
+    ├── ConfigError (also ValueError)  an argument that cannot work, raised when the loader is built
+    ├── CollateError (also ValueError) records that cannot be stacked into one batch
+    ├── NotSupportedError              a combination stoker does not offer (yet)
+    ├── FilteredOut (also LookupError) ``ds[i]`` on a record that a filter removed
+    ├── WorkerError                    an exception in a worker that could not be rebuilt as itself
+    │   └── WorkerCrashed              a worker process died (signal, segfault, out of memory)
+    └── LoaderTimeout (also TimeoutError)  no batch arrived within ``timeout`` seconds
+
+Errors raised by user code (a ``map`` function, a dataset's ``__getitem__``) reach the
+caller as their own type, with the sample index and batch index attached as notes.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CollateError",
+    "ConfigError",
+    "FilteredOut",
+    "LoaderTimeout",
+    "NotSupportedError",
+    "StateError",
+    "StokerError",
+    "WorkerCrashed",
+    "WorkerError",
+]
+
+
+class StokerError(Exception):
+    """Root of every error that stoker raises on purpose."""
+
+
+class ConfigError(StokerError, ValueError):
+    """An argument or a combination of arguments that cannot work.
+
+    Raised when the loader or dataset is built, before any record is read.
+    """
+
+
+class StateError(StokerError, ValueError):
+    """A saved state that does not fit the loader it is restored into.
+
+    The message says which field differs (dataset length, seed, batch size, ...)
+    and what the state expected.
+    """
+
+
+class CollateError(StokerError, ValueError):
+    """Records of one batch that cannot be stacked, e.g. arrays of different shapes."""
+
+
+class NotSupportedError(StokerError, NotImplementedError):
+    """A feature or combination of options that stoker does not offer (yet)."""
+
+
+class FilteredOut(StokerError, LookupError):
+    """``dataset[i]`` was asked for a record that a ``filter`` removed."""
+
+
+class WorkerError(StokerError):
+    """An exception raised in a worker that could not be re-raised as its own type.
+
+    Attributes:
+        sample_index: the dataset index of the record being loaded, if known.
+        batch_index: the index of the batch (within its epoch) being built, if known.
+        worker_traceback: the traceback text as formatted in the worker.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        sample_index: int | None = None,
+        batch_index: int | None = None,
+        worker_traceback: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.sample_index = sample_index
+        self.batch_index = batch_index
+        self.worker_traceback = worker_traceback
+
+
+class WorkerCrashed(WorkerError):
+    """A worker process ended without reporting an error (killed by a signal, crashed)."""
+
+
+class LoaderTimeout(StokerError, TimeoutError):
+    """No batch arrived within the loader's ``timeout``."""
