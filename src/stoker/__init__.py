@@ -16,6 +16,7 @@ from ._loader import LoaderIterator as LoaderIterator
 from ._sampling.base import Sampler as Sampler
 from ._sampling.batch import BatchSampler as BatchSampler
 from ._sampling.chunked import ChunkedShuffleSampler as ChunkedShuffleSampler
+from ._sampling.foreign import ForeignSampler as ForeignSampler
 from ._sampling.random import RandomSampler as RandomSampler
 from ._sampling.sequential import SequentialSampler as SequentialSampler
 from ._sampling.shard import Shard as Shard
@@ -23,11 +24,11 @@ from ._sampling.weighted import WeightedSampler as WeightedSampler
 from ._sources.arrays import from_arrays as from_arrays
 from ._sources.iterable import from_iterable as from_iterable
 from ._sources.memory import from_sequence as from_sequence
-from ._sources.range import range as range  # noqa: A004
+from ._sources.range import range as range
 from ._stats import LoaderStats as LoaderStats
 from ._transforms.concat import concat as concat
 from ._transforms.mix import mix as mix
-from ._transforms.zip import zip as zip  # noqa: A004
+from ._transforms.zip import zip as zip
 from ._worker_info import WorkerInfo as WorkerInfo
 from ._worker_info import get_worker_info as get_worker_info
 from .errors import CollateError as CollateError
@@ -50,6 +51,7 @@ __all__ = [
     "DataLoader",
     "Dataset",
     "FilteredOut",
+    "ForeignSampler",
     "IterDataset",
     "LoaderIterator",
     "LoaderStats",

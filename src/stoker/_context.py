@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from ._sampling.shard import Shard
 
+_WHOLE = Shard(0, 1)
+
 __all__ = ["DEFAULT_CONTEXT", "SKIP", "Context", "Skip"]
 
 
@@ -32,7 +34,7 @@ class Context:
     seed: int = 0
     epoch: int = 0
     path: tuple[int, ...] = ()
-    shard: Shard = Shard(0, 1)
+    shard: Shard = _WHOLE
 
     def child(self, position: int = 0) -> Context:
         """The context a stage hands to its parent number ``position``."""

@@ -110,7 +110,9 @@ class Dataset(Generic[T]):
     @overload
     def map(self, fn: Callable[[T], U], *, seeded: Literal[False] = False) -> Dataset[U]: ...
     @overload
-    def map(self, fn: Callable[[T, np.random.Generator], U], *, seeded: Literal[True]) -> Dataset[U]: ...
+    def map(
+        self, fn: Callable[[T, np.random.Generator], U], *, seeded: Literal[True]
+    ) -> Dataset[U]: ...
     def map(self, fn: Callable[..., U], *, seeded: bool = False) -> Dataset[U]:
         """Apply ``fn`` to every record, lazily.
 

@@ -28,7 +28,7 @@ _EPOCH = 0x5EED_0002
 _MASK64 = (1 << 64) - 1
 
 
-def _pcg_state(key: tuple[int, ...]) -> dict[str, Any]:
+def _pcg_state(key: tuple[int, ...]) -> Any:
     packed = struct.pack(f"<{len(key)}Q", *(k & _MASK64 for k in key))
     digest = hashlib.blake2b(packed, digest_size=32).digest()
     return {

@@ -1,3 +1,187 @@
+"""``default_collate`` and ``pad_collate``: records in, one batch out.
+
+Collation follows the structure of the first record: arrays are stacked, Python and
+NumPy scalars become 1-D arrays, strings and bytes become lists, and containers
+(dict, tuple, list, namedtuple, dataclass) are collated field by field. When ``out``
+(a batch of the same structure) is given, arrays are written into it instead of being
+allocated; this is how planned, recycled buffers are filled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
-def default_collate(*a: Any, **k: Any) -> Any: raise NotImplementedError
-def pad_collate(*a: Any, **k: Any) -> Any: raise NotImplementedError
+
+import numpy as np
+
+from ..errors import CollateError
+from .tree import is_namedtuple
+
+__all__ = ["default_collate", "pad_collate"]
+
+_SCALAR_DTYPES: dict[type, Any] = {
+    bool: np.bool_,
+    int: np.int64,
+    float: np.float64,
+    complex: np.complex128,
+}
+
+
+def default_collate(records: Sequence[Any], out: Any = None) -> Any:
+    """Stack a list of records into one batch.
+
+    Args:
+        records: the records of one batch, all with the structure of the first.
+        out: optional batch of the same structure whose arrays receive the result.
+
+    Returns:
+        The batch: arrays of shape ``(len(records), ...)`` at the leaves.
+
+    Example:
+        >>> import numpy as np
+        >>> batch = default_collate([{"x": np.zeros(2), "y": 1}, {"x": np.ones(2), "y": 2}])
+        >>> batch["x"].shape, batch["y"].tolist()
+        ((2, 2), [1, 2])
+
+    Errors:
+        CollateError: records whose arrays differ in shape (it names the field and the
+            shapes, see :func:`pad_collate`) or whose structure differs (keys, lengths).
+    """
+    if not records:
+        raise CollateError("cannot collate an empty list of records")
+    return _collate(records, out, "batch")
+
+
+def _collate(records: Sequence[Any], out: Any, where: str) -> Any:
+    first = records[0]
+    if isinstance(first, np.ndarray):
+        return _stack(records, out, where)
+    if isinstance(first, bool | int | float | complex | np.generic):
+        return _scalars(records, out, where)
+    if isinstance(first, str | bytes):
+        return list(records)
+    if isinstance(first, Mapping):
+        keys = list(first)
+        for r in records:
+            if not isinstance(r, Mapping) or r.keys() != first.keys():
+                got = sorted(r) if isinstance(r, Mapping) else type(r).__name__
+                raise CollateError(f"cannot collate {where}: keys {sorted(keys)} vs {got}")
+        return {
+            k: _collate([r[k] for r in records], _child(out, k), f"{where}[{k!r}]") for k in keys
+        }
+    if isinstance(first, tuple | list):
+        n = len(first)
+        for r in records:
+            if not isinstance(r, tuple | list) or len(r) != n:
+                raise CollateError(
+                    f"cannot collate {where}: sequences of length {n} and "
+                    f"{len(r) if isinstance(r, tuple | list) else type(r).__name__}"
+                )
+        columns = [
+            _collate([r[i] for r in records], _child(out, i), f"{where}[{i}]") for i in range(n)
+        ]
+        if is_namedtuple(first):
+            return type(first)(*columns)
+        return tuple(columns) if isinstance(first, tuple) else columns
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        names = [f.name for f in dataclasses.fields(first) if f.init]
+        fields = {
+            n: _collate([getattr(r, n) for r in records], _child(out, n), f"{where}.{n}")
+            for n in names
+        }
+        return type(first)(**fields)
+    return list(records)
+
+
+def _scalars(records: Sequence[Any], out: Any, where: str) -> np.ndarray:
+    try:
+        column = np.array(records)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CollateError(f"cannot collate {where}: {exc}") from exc
+    if column.ndim != 1 or column.dtype.kind not in "biufc":
+        kinds = sorted({type(r).__name__ for r in records})
+        raise CollateError(f"cannot collate {where}: records mix types {kinds}")
+    if isinstance(out, np.ndarray) and out.dtype == column.dtype and out.shape == column.shape:
+        out[...] = column
+        return out
+    return column
+
+
+def _child(out: Any, key: Any) -> Any:
+    if out is None:
+        return None
+    if isinstance(key, str) and dataclasses.is_dataclass(out):
+        return getattr(out, key)
+    return out[key]
+
+
+def _stack(records: Sequence[Any], out: Any, where: str) -> np.ndarray:
+    shape = records[0].shape
+    for r in records:
+        if not isinstance(r, np.ndarray) or r.shape != shape:
+            got = r.shape if isinstance(r, np.ndarray) else type(r).__name__
+            raise CollateError(
+                f"cannot collate {where}: arrays of shape {shape} and {got} in one batch; "
+                "pad them with collate_fn=sk.pad_collate, or resize them in a map"
+            )
+    if isinstance(out, np.ndarray) and out.shape == (len(records), *shape):
+        try:
+            return np.stack(records, out=out, casting="no")
+        except TypeError:
+            pass  # a record of another dtype: allocate rather than cast silently
+    return np.stack(records)
+
+
+def pad_collate(records: Sequence[Any], pad_value: Any = 0, multiple_of: int = 1) -> Any:
+    """Like :func:`default_collate`, but pads arrays of different shapes to a common one.
+
+    Every array field is padded at the end of each axis to the largest size in the
+    batch, rounded up to ``multiple_of`` (handy for kernels that like multiples of 8).
+    Use ``functools.partial(sk.pad_collate, pad_value=-1)`` to change the fill.
+
+    Example:
+        >>> import numpy as np
+        >>> pad_collate([np.array([1, 2, 3]), np.array([4])]).tolist()
+        [[1, 2, 3], [4, 0, 0]]
+
+    Errors:
+        CollateError: arrays of different numbers of dimensions, or as for
+            :func:`default_collate`.
+    """
+    if multiple_of < 1:
+        raise CollateError(f"multiple_of must be >= 1, got {multiple_of}")
+    if not records:
+        raise CollateError("cannot collate an empty list of records")
+    return _collate(_padded(list(records), pad_value, multiple_of, "batch"), None, "batch")
+
+
+def _padded(records: list[Any], pad_value: Any, multiple_of: int, where: str) -> list[Any]:
+    first = records[0]
+    if isinstance(first, np.ndarray):
+        ndims = {r.ndim for r in records}
+        if len(ndims) != 1:
+            raise CollateError(f"cannot pad {where}: arrays with {sorted(ndims)} dimensions")
+        target = [max(r.shape[d] for r in records) for d in range(first.ndim)]
+        target = [-(-t // multiple_of) * multiple_of for t in target]
+        padded = []
+        for r in records:
+            widths = [(0, t - s) for s, t in zip(r.shape, target, strict=True)]
+            padded.append(
+                np.pad(r, widths, constant_values=pad_value) if any(w for _, w in widths) else r
+            )
+        return padded
+    if isinstance(first, Mapping):
+        columns = {
+            k: _padded([r[k] for r in records], pad_value, multiple_of, f"{where}[{k!r}]")
+            for k in first
+        }
+        return [{k: columns[k][i] for k in first} for i in range(len(records))]
+    if isinstance(first, tuple | list) and not is_namedtuple(first):
+        cols = [
+            _padded([r[j] for r in records], pad_value, multiple_of, f"{where}[{j}]")
+            for j in range(len(first))
+        ]
+        rows = [[c[i] for c in cols] for i in range(len(records))]
+        return [tuple(row) if isinstance(first, tuple) else row for row in rows]
+    return records

@@ -1,2 +1,196 @@
-from typing import Any
-def from_iterable(*a: Any, **k: Any) -> Any: raise NotImplementedError
+"""Stream sources: ``from_iterable`` and user-written ``IterDataset`` subclasses."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from .._context import Context
+from .._dataset import IterDataset
+from .._sampling.shard import Shard
+from .._transforms.stream import Cursor, StreamNode, state_count
+from ..errors import ConfigError, StateError
+
+__all__ = ["CountingCursor", "FromIterable", "from_iterable", "open_user_stream"]
+
+T = TypeVar("T")
+State = dict[str, Any]
+
+
+def _json_problem(value: Any, where: str) -> str | None:
+    if value is None or isinstance(value, bool | int | float | str):
+        return None
+    if isinstance(value, list | tuple):
+        items: Iterable[tuple[Any, Any]] = enumerate(value)
+    elif isinstance(value, dict):
+        items = value.items()
+    else:
+        return f"{where} is a {type(value).__name__}"
+    for key, item in items:
+        if isinstance(value, dict) and not isinstance(key, str):
+            return f"{where} has the non-string key {key!r}"
+        problem = _json_problem(item, f"{where}[{key!r}]")
+        if problem:
+            return problem
+    return None
+
+
+class CountingCursor(Cursor[T]):
+    """Reads ``make()``; its state counts the records handed out (``{"steps": n}``).
+
+    Resuming re-creates the iterable and skips ``n`` records, which is exact when
+    ``make()`` yields the same records every time.
+    """
+
+    def __init__(self, make: Callable[[], Iterable[T]], steps: int, what: str) -> None:
+        self._make, self._steps, self._what = make, steps, what
+        self._it: Iterator[T] | None = None
+
+    def _start(self) -> Iterator[T]:
+        it = iter(self._make())
+        skipped = sum(1 for _ in itertools.islice(it, self._steps))
+        if skipped < self._steps:
+            raise StateError(
+                f"the state of {self._what} says {self._steps} records were read, but the "
+                f"stream now ends after {skipped}: resuming needs a stream that yields the "
+                "same records every time"
+            )
+        self._it = it
+        return it
+
+    def __next__(self) -> T:
+        record = next(self._it if self._it is not None else self._start())
+        self._steps += 1
+        return record
+
+    def state_dict(self) -> State:
+        return {"steps": self._steps}
+
+
+class _UserStateCursor(Cursor[T]):
+    """Reads a user ``IterDataset`` that implements ``state_dict``/``load_state_dict``."""
+
+    def __init__(self, ds: IterDataset[T], state: State | None) -> None:
+        self._ds, self._state = ds, state
+        self._it: Iterator[T] | None = None
+
+    def _start(self) -> Iterator[T]:
+        if self._state is not None:
+            self._ds.load_state_dict(self._state)
+        self._it = iter(self._ds)
+        return self._it
+
+    def __next__(self) -> T:
+        return next(self._it if self._it is not None else self._start())
+
+    def state_dict(self) -> State:
+        if self._it is None:
+            self._start()
+        state = self._ds.state_dict()
+        problem = _json_problem(state, "state")
+        if problem is not None or not isinstance(state, dict):
+            raise TypeError(
+                f"{type(self._ds).__name__}.state_dict() must return a dict of JSON types "
+                f"(dict, list, str, int, float, bool, None), but {problem or 'it is not a dict'}"
+            )
+        return state
+
+
+def open_user_stream(ds: IterDataset[T], state: State | None) -> Cursor[T]:
+    """Open a user-written ``IterDataset`` at ``state`` (None: the beginning).
+
+    With ``state_dict``/``load_state_dict`` overridden, the state is the dataset's
+    own; otherwise it is ``{"steps": n}`` and resuming reads ``n`` records again.
+    """
+    cls = type(ds)
+    if (
+        cls.state_dict is not IterDataset.state_dict
+        and cls.load_state_dict is not IterDataset.load_state_dict
+    ):
+        return _UserStateCursor(ds, state)
+    return CountingCursor(ds.__iter__, state_count(state, "steps", cls.__name__), cls.__name__)
+
+
+def _accepts_shard(factory: Callable[..., Any]) -> bool:
+    try:
+        parameter = inspect.signature(factory).parameters.get("shard")
+    except (TypeError, ValueError):  # some builtins have no signature
+        return False
+    return parameter is not None and parameter.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.KEYWORD_ONLY,
+    )
+
+
+class FromIterable(StreamNode[T]):
+    """A stream read from ``factory()``; built by :func:`from_iterable`.
+
+    Example:
+        >>> import stoker as sk
+        >>> list(sk.from_iterable(lambda: "abc"))
+        ['a', 'b', 'c']
+
+    Errors:
+        ConfigError: ``factory`` is not callable.
+        StateError: a state to resume from with more records than the stream now has.
+    """
+
+    def __init__(self, factory: Callable[..., Iterable[T]]) -> None:
+        if not callable(factory):
+            raise ConfigError(
+                "from_iterable() needs a function that returns an iterable (it is called "
+                f"once per pass), got {type(factory).__name__}: pass lambda: records, or "
+                "use sk.from_sequence(records) for indexable data"
+            )
+        self._factory = factory
+        self._takes_shard = _accepts_shard(factory)
+
+    def _read(self, shard: Shard) -> Iterable[T]:
+        if self._takes_shard:
+            return self._factory(shard=shard)
+        records = self._factory()
+        if shard.count == 1:
+            return records
+        return itertools.islice(records, shard.index, None, shard.count)
+
+    def _open(self, ctx: Context, state: State | None) -> Cursor[T]:
+        steps = state_count(state, "steps", "from_iterable")
+        shard = ctx.shard
+        return CountingCursor(lambda: self._read(shard), steps, "from_iterable")
+
+    def __repr__(self) -> str:
+        return f"FromIterable({getattr(self._factory, '__qualname__', self._factory)!r})"
+
+
+def from_iterable(factory: Callable[..., Iterable[T]]) -> FromIterable[T]:
+    """A stream whose records come from ``factory()``, called once per pass.
+
+    If ``factory`` has a ``shard`` parameter, it is called as ``factory(shard=s)``
+    with an :class:`~stoker.Shard` and should yield only that part (for example
+    every ``s.count``-th file starting at ``s.index``). Otherwise every reader calls
+    ``factory()`` and keeps every ``s.count``-th record starting at ``s.index``.
+
+    The state is the number of records handed out; resuming calls ``factory`` again
+    and skips that many, so ``factory`` must yield the same records every time.
+
+    Args:
+        factory: a function returning an iterable of records (a generator
+            function, ``lambda: open(path)``, ...).
+
+    Returns:
+        A :class:`FromIterable` stream.
+
+    Example:
+        >>> import stoker as sk
+        >>> def numbers(shard=sk.Shard(0, 1)):
+        ...     return range(shard.index, 10, shard.count)
+        >>> list(sk.from_iterable(numbers).map(lambda x: x * x))[:4]
+        [0, 1, 4, 9]
+
+    Errors:
+        ConfigError: ``factory`` is not callable (an iterable itself is not enough:
+            it could be read only once).
+    """
+    return FromIterable(factory)

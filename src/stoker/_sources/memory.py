@@ -1,2 +1,116 @@
-from typing import Any
-def from_sequence(*a: Any, **k: Any) -> Any: raise NotImplementedError
+"""``from_sequence``: records held in a Python sequence (a list, a tuple, ...)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .._context import Context, Skip
+from .._dataset import DatasetNode
+from ..errors import ConfigError
+
+__all__ = ["InMemoryDataset", "from_sequence"]
+
+T = TypeVar("T")
+
+_NUMERIC = {int: np.int64, float: np.float64, bool: np.bool_}
+
+
+def _numeric_copy(seq: Sequence[Any]) -> np.ndarray | None:
+    """A NumPy copy of ``seq`` when every element is a Python int, float or bool of one type."""
+    if len(seq) == 0:
+        return None
+    kind = type(seq[0])
+    dtype = _NUMERIC.get(kind)
+    if dtype is None or set(map(type, seq)) != {kind}:
+        return None
+    try:
+        array: np.ndarray = np.asarray(seq, dtype=dtype)
+    except (OverflowError, ValueError, TypeError):  # ints beyond int64
+        return None
+    return array if array.shape == (len(seq),) else None
+
+
+def _hint(obj: object) -> str:
+    if isinstance(obj, np.ndarray):
+        return "use sk.from_arrays(array) for NumPy arrays"
+    return "use sk.from_iterable(factory) for streams, or wrap it with list(...)"
+
+
+class InMemoryDataset(DatasetNode[T]):
+    """The records of a Python sequence, by index; built by :func:`from_sequence`.
+
+    The sequence is referenced, not copied: do not change it while it is in use.
+    A sequence of plain ints, floats or bools (all of one type) also gets a compact
+    NumPy copy, which serves whole batches with one vectorised gather and is what
+    a pickled dataset carries to process workers.
+
+    Example:
+        >>> import stoker as sk
+        >>> ds = sk.from_sequence(["a", "b", "c"])
+        >>> len(ds), ds[1]
+        (3, 'b')
+
+    Errors:
+        ConfigError: ``seq`` is not a sequence (see :func:`from_sequence`).
+    """
+
+    def __init__(self, seq: Sequence[T]) -> None:
+        if not isinstance(seq, Sequence):
+            raise ConfigError(
+                f"from_sequence() needs a sequence (list, tuple, ...), "
+                f"got {type(seq).__name__}: {_hint(seq)}"
+            )
+        self._seq: Sequence[T] = seq
+        self._len = len(seq)
+        self._array = _numeric_copy(seq)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
+        array = self._array
+        if array is not None:
+            # tolist() turns int64/float64/bool back into the exact Python objects.
+            return array.take(indices, None, None, "clip").tolist()  # type: ignore[no-any-return]
+        keys = indices.tolist()
+        if len(keys) > 1:
+            return list(operator.itemgetter(*keys)(self._seq))
+        return [self._seq[i] for i in keys]
+
+    def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
+        array = self._array
+        if array is None:
+            return NotImplemented
+        return array.take(indices, 0, out, "clip")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if self._array is not None:
+            state["_seq"] = ()  # the array holds the same records, more compactly
+        return state
+
+
+def from_sequence(seq: Sequence[T]) -> InMemoryDataset[T]:
+    """A map-style dataset over the records of a list, a tuple or any ``Sequence``.
+
+    Args:
+        seq: the records; kept by reference, so do not change it while it is in use.
+
+    Returns:
+        An :class:`InMemoryDataset` whose record ``i`` is ``seq[i]``.
+
+    Example:
+        >>> import stoker as sk
+        >>> ds = sk.from_sequence([10, 20, 30]).map(lambda x: x + 1)
+        >>> ds[2]
+        31
+
+    Errors:
+        ConfigError: ``seq`` is not a ``Sequence`` (a generator, a set, a NumPy array);
+            the message points to :func:`from_iterable` or :func:`from_arrays`.
+    """
+    return InMemoryDataset(seq)

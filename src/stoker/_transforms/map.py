@@ -1,3 +1,70 @@
-from .._dataset import DatasetNode
-class MapDataset(DatasetNode):  # type: ignore[type-arg]
-    def __init__(self, *a, **k): raise NotImplementedError  # type: ignore[no-untyped-def]
+"""``map``: a function applied to every record, lazily."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .._context import SKIP, Context, Skip
+from .._dataset import Dataset, DatasetNode
+from .._rng import reused_record_rng
+
+__all__ = ["MapDataset", "require_callable"]
+
+U = TypeVar("U")
+
+
+def require_callable(fn: object, what: str) -> None:
+    """Raise ``TypeError("<what>() needs a callable, got <type>")`` unless ``fn`` is callable."""
+    if not callable(fn):
+        raise TypeError(f"{what}() needs a callable, got {type(fn).__name__}")
+
+
+class MapDataset(DatasetNode[U]):
+    """Record ``i`` is ``fn(parent[i])``; built by ``Dataset.map``.
+
+    With ``seeded=True`` it is ``fn(parent[i], rng)``, where ``rng`` is a NumPy
+    generator derived from (seed, epoch, i, this stage's place in the pipeline):
+    the draws do not depend on workers, threads or the order of computation. The
+    generator is reused between records, so it is valid only during the call.
+
+    Exceptions raised by ``fn`` propagate unchanged.
+
+    Example:
+        >>> import stoker as sk
+        >>> ds = sk.range(4).map(lambda x, rng: x + rng.random(), seeded=True)
+        >>> ds[2] == ds[2], int(ds[2])
+        (True, 2)
+
+    Errors:
+        TypeError: ``fn`` is not callable.
+    """
+
+    def __init__(self, parent: Dataset[Any], fn: Callable[..., U], seeded: bool = False) -> None:
+        require_callable(fn, "map")
+        self._parent = parent
+        self._fn = fn
+        self._seeded = bool(seeded)
+        self._len = len(parent)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def _may_skip(self) -> bool:
+        return self._parent._may_skip
+
+    def _fetch(self, indices: np.ndarray, ctx: Context) -> list[U | Skip]:
+        records = self._parent._fetch(indices, ctx.child(0))
+        fn = self._fn
+        if self._seeded:
+            seed, epoch, path = ctx.seed, ctx.epoch, ctx.path
+            return [
+                SKIP if r is SKIP else fn(r, reused_record_rng(seed, epoch, i, path))
+                for r, i in zip(records, indices.tolist(), strict=True)
+            ]
+        if self._parent._may_skip:
+            return [SKIP if r is SKIP else fn(r) for r in records]
+        return list(map(fn, records))

@@ -1,0 +1,152 @@
+"""``BatchBuilder``: indices in, a collated batch out.
+
+Two paths give the same batch. The bulk path asks the dataset to gather the whole
+batch with vectorised NumPy work straight into a recycled buffer (``_gather``); the
+record path fetches records (``_fetch``) and collates them. A failing fetch is
+retried record by record to name the sample that failed; with ``on_error="skip"``
+such records are dropped (and counted) instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._context import SKIP, Context, Skip
+from .._dataset import Dataset
+from .collate import default_collate
+from .pool import BufferPool
+
+__all__ = ["BatchBuilder", "BuildCounters", "add_location"]
+
+
+@dataclass
+class BuildCounters:
+    """Time and counts accumulated by a builder (read by the loader's stats)."""
+
+    fetch_seconds: float = 0.0
+    collate_seconds: float = 0.0
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def add_location(exc: BaseException, sample_index: int | None, where: str) -> None:
+    """Attach the sample index and batch location to ``exc`` (PEP 678 note + attributes)."""
+    if getattr(exc, "_stoker_located", False):
+        return
+    sample = f"sample index {sample_index} " if sample_index is not None else ""
+    exc.add_note(f"stoker: raised while loading {sample}for {where}")
+    try:
+        exc._stoker_located = True  # type: ignore[attr-defined]
+        if sample_index is not None:
+            exc.sample_index = sample_index  # type: ignore[attr-defined]
+    except AttributeError:  # exceptions with __slots__ cannot take attributes
+        pass
+
+
+class BatchBuilder:
+    """Builds batches from a map-style dataset for one iterator.
+
+    Example:
+        >>> import numpy as np, stoker as sk
+        >>> from stoker._context import Context
+        >>> builder = BatchBuilder(sk.range(0, 10), None, batch_size=4)
+        >>> builder.build([(Context(), np.array([3, 1]))], "batch 0").tolist()
+        [3, 1]
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset[Any],
+        collate_fn: Callable[[list[Any]], Any] | None,
+        batch_size: int,
+        *,
+        pool_slots: int = 4,
+        on_error: str = "raise",
+        max_errors: int = 0,
+    ) -> None:
+        self._dataset = dataset
+        self._collate_fn = collate_fn
+        self._pool = BufferPool(batch_size, pool_slots)
+        self._on_error = on_error
+        self._max_errors = max_errors
+        self._gathers = collate_fn is None and on_error == "raise"
+        self.counters = BuildCounters()
+
+    @property
+    def pool(self) -> BufferPool:
+        return self._pool
+
+    def build(self, parts: list[tuple[Context, np.ndarray]], where: str) -> Any:
+        """The batch made of the records at each part's indices, in order."""
+        if self._gathers and len(parts) == 1:
+            ctx, indices = parts[0]
+            start = time.perf_counter()
+            out = self._pool.acquire(len(indices))
+            try:
+                batch = self._dataset._gather(indices, ctx, out)
+            except Exception as exc:
+                add_location(exc, None, where)
+                raise
+            if batch is not NotImplemented:
+                if out is None:
+                    self._pool.adopt(batch)
+                self.counters.fetch_seconds += time.perf_counter() - start
+                return batch
+            self._gathers = False
+        records: list[Any] = []
+        for ctx, indices in parts:
+            records.extend(r for r in self.records(ctx, indices, where) if r is not SKIP)
+        return self.collate(records)
+
+    def records(self, ctx: Context, indices: np.ndarray, where: str) -> list[Any | Skip]:
+        """The records at ``indices``; SKIP for filtered (or, under "skip", failing) ones."""
+        start = time.perf_counter()
+        try:
+            return self._dataset._fetch(indices, ctx)
+        except Exception as batch_exc:
+            return self._one_by_one(ctx, indices, where, batch_exc)
+        finally:
+            self.counters.fetch_seconds += time.perf_counter() - start
+
+    def _one_by_one(
+        self, ctx: Context, indices: np.ndarray, where: str, batch_exc: Exception
+    ) -> list[Any | Skip]:
+        records: list[Any | Skip] = []
+        for index in indices.tolist():
+            try:
+                (record,) = self._dataset._fetch(np.array([index], dtype=np.int64), ctx)
+            except Exception as exc:
+                add_location(exc, index, where)
+                if self._on_error == "raise" or len(self.counters.skipped) >= self._max_errors:
+                    if self._on_error == "skip":
+                        exc.add_note(
+                            "stoker: on_error='skip' already skipped "
+                            f"max_errors={self._max_errors} records"
+                        )
+                    raise exc from None
+                self.counters.skipped.append((index, f"{type(exc).__name__}: {exc}"))
+                record = SKIP
+            records.append(record)
+        if self._on_error == "raise":
+            # Every record loads on its own: the failure depends on the batch as a whole.
+            add_location(batch_exc, None, where)
+            raise batch_exc
+        return records
+
+    def collate(self, records: list[Any]) -> Any:
+        """Collate ``records`` (into a recycled buffer when the plan allows)."""
+        start = time.perf_counter()
+        try:
+            if self._collate_fn is not None:
+                return self._collate_fn(records)
+            out = self._pool.acquire(len(records))
+            batch = default_collate(records, out)
+            if out is None:
+                self._pool.adopt(batch)
+            return batch
+        finally:
+            self.counters.collate_seconds += time.perf_counter() - start

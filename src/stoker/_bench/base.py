@@ -1,0 +1,87 @@
+"""What a benchmark workload is made of: the context it gets and the runners it returns.
+
+A workload builds its data (into the cache folder when it is large), then returns a
+:class:`Prepared`: the loaders to time (one :class:`Runner` each), the number of
+samples in one epoch, the payload size of one record, and a reference stream of the
+batches every loader must produce. The harness does the rest: it verifies every
+runner against the reference in an untimed pass, then times whole epochs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = ["KINDS", "BenchContext", "Kind", "Prepared", "Runner", "scaled"]
+
+Kind = Literal["stoker", "torch", "bare"]
+
+KINDS: tuple[Kind, ...] = ("stoker", "torch", "bare")
+"""The loader families: ``vs torch`` and ``vs bare`` compare with the rows of that kind."""
+
+
+@dataclass(frozen=True)
+class BenchContext:
+    """What a workload may depend on when it builds its data and its loaders.
+
+    ``torch`` is the imported module, or None when it is not installed or not asked
+    for. ``scale`` multiplies every data size (tests run on tiny data with it).
+    """
+
+    cache_dir: Path
+    quick: bool
+    scale: float
+    loaders: frozenset[Kind]
+    torch: Any
+    log: Callable[[str], None]
+
+    def wants(self, kind: Kind) -> bool:
+        """True when rows of this kind should be built (and can be: torch is importable)."""
+        if kind == "torch" and self.torch is None:
+            return False
+        return kind in self.loaders
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One row of the table: ``make()`` builds a fresh loader; iterating it is timed.
+
+    A fresh loader per run keeps every run identical (a stoker loader moves on to the
+    next epoch at every ``iter()``). Batches must support ``len()``; verification turns
+    them into NumPy arrays (``.numpy()`` for torch tensors).
+    """
+
+    label: str
+    kind: Kind
+    make: Callable[[], Iterable[Any]]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A workload ready to run.
+
+    Attributes:
+        samples: records in one epoch (every runner must deliver exactly this many).
+        record_bytes: payload bytes of one record in a batch (GB/s counts these).
+        runners: the loaders to compare, in table order.
+        reference: a fresh iterable of the expected batches, as NumPy arrays.
+        exact_batches: how many leading batches are compared element by element;
+            None compares every batch. Later batches are compared by fingerprint.
+        params: sizes and settings, recorded in the JSON report.
+    """
+
+    samples: int
+    record_bytes: int
+    runners: tuple[Runner, ...]
+    reference: Callable[[], Iterable[np.ndarray]]
+    exact_batches: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def scaled(ctx: BenchContext, count: int) -> int:
+    """``count`` multiplied by the context's scale, at least 1."""
+    return max(1, int(count * ctx.scale))

@@ -1,0 +1,269 @@
+"""Runs the workloads: verify every loader, time whole epochs, collect the results.
+
+Each (workload, loader) pair is timed over one full epoch, from ``iter(loader)`` to
+exhaustion, ``repeats`` times; the loaders take turns within a repeat and the order
+flips every repeat, so slow moments of the machine spread over all of them. The loop
+body only counts samples. Verification is a separate, untimed pass that comes first
+(it also brings the data into the page cache for every loader alike).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import report
+from .base import BenchContext, Kind, Prepared, Runner
+from .machine import machine_info
+from .verify import Check, verify_runner
+from .workloads import available
+
+__all__ = [
+    "TORCH_MISSING",
+    "Row",
+    "Settings",
+    "WorkloadResult",
+    "default_cache_dir",
+    "load_torch",
+    "run",
+]
+
+TORCH_MISSING = "torch not installed: pip install 'stoker[torch]' to compare"
+JSON_FORMAT = "stoker-bench/1"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What ``stoker bench`` was asked to do."""
+
+    repeats: int
+    quick: bool
+    workloads: tuple[str, ...]
+    loaders: frozenset[Kind]
+    cache_dir: Path
+    json_path: Path | None = None
+    scale: float = 1.0
+
+
+@dataclass
+class Row:
+    """The timed runs of one loader on one workload."""
+
+    loader: str
+    kind: Kind
+    samples: int
+    record_bytes: int
+    seconds: list[float] = field(default_factory=list)
+    build_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.median
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.samples * self.record_bytes / self.median / 1e9
+
+
+@dataclass
+class WorkloadResult:
+    """Everything measured for one workload."""
+
+    name: str
+    summary: str
+    params: dict[str, Any]
+    rows: list[Row]
+    checks: list[Check]
+    failures: list[str]
+
+    def ratio(self, row: Row, kind: Kind) -> float | None:
+        """How many times faster ``row`` is than the first row of ``kind``, if there is one."""
+        base = next((r for r in self.rows if r.kind == kind), None)
+        return None if base is None else base.median / row.median
+
+
+def default_cache_dir() -> Path:
+    """``$STOKER_CACHE/bench``, else ``stoker/bench`` under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
+    root = os.environ.get("STOKER_CACHE")
+    if root:
+        return Path(root).expanduser() / "bench"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "stoker" / "bench"
+
+
+def load_torch() -> Any:
+    """The ``torch`` module, or None when it is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def time_epoch(runner: Runner) -> tuple[float, float, int]:
+    """Seconds to build a fresh loader, seconds to iterate it to exhaustion, samples delivered.
+
+    Only the iteration is the epoch time; building (which may copy or index the data
+    once) is reported apart, because a training run pays it once, not every epoch.
+    """
+    start = time.perf_counter()
+    loader = runner.make()
+    built = time.perf_counter() - start
+    gc.collect()
+    samples = 0
+    start = time.perf_counter()
+    for batch in loader:
+        samples += len(batch)
+    return built, time.perf_counter() - start, samples
+
+
+def run_workload(
+    name: str, prepared: Prepared, repeats: int, log: Callable[[str], None]
+) -> tuple[list[Row], list[Check], list[str]]:
+    """Verify, then time, every runner of one prepared workload."""
+    failures: list[str] = []
+    checks: list[Check] = []
+    for runner in prepared.runners:
+        check = verify_runner(prepared, runner)
+        checks.append(check)
+        log(f"{name}: verified {runner.label}: {'ok' if check.ok else 'FAIL ' + check.detail}")
+        if not check.ok:
+            failures.append(
+                f"{name} / {runner.label}: batches differ from the reference: {check.detail}"
+            )
+    rows = [Row(r.label, r.kind, prepared.samples, prepared.record_bytes) for r in prepared.runners]
+    pairs = list(zip(prepared.runners, rows, strict=True))
+    for repeat in range(repeats):
+        for runner, row in pairs if repeat % 2 == 0 else reversed(pairs):
+            built, seconds, samples = time_epoch(runner)
+            row.seconds.append(seconds)
+            row.build_seconds.append(built)
+            log(f"{name}: {runner.label} run {repeat + 1}/{repeats}: {seconds:.3f} s")
+            if samples != prepared.samples:
+                failures.append(
+                    f"{name} / {runner.label}: a timed epoch delivered {samples} "
+                    f"samples, expected {prepared.samples}"
+                )
+    return rows, checks, failures
+
+
+def run(settings: Settings, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run the benchmark, print the table to ``out``; 1 when a verification failed, else 0."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+
+    def log(message: str) -> None:
+        print(f"  {message}", file=err, flush=True)
+
+    torch = load_torch() if "torch" in settings.loaders else None
+    if "torch" in settings.loaders and torch is None:
+        print(TORCH_MISSING, file=out, flush=True)
+    ctx = BenchContext(
+        settings.cache_dir, settings.quick, settings.scale, settings.loaders, torch, log
+    )
+    registry = available()
+    results: list[WorkloadResult] = []
+    started = time.perf_counter()
+    for name in settings.workloads:
+        workload = registry[name]
+        log(f"{name}: preparing ({workload.summary})")
+        prepared = workload.prepare(ctx)
+        rows, checks, failures = run_workload(name, prepared, settings.repeats, log)
+        results.append(
+            WorkloadResult(name, workload.summary, dict(prepared.params), rows, checks, failures)
+        )
+    elapsed = time.perf_counter() - started
+    machine = machine_info(torch)
+    print(report.header(machine, settings.repeats), file=out)
+    print(report.table(results), file=out)
+    failures = [failure for result in results for failure in result.failures]
+    for failure in failures:
+        print(f"FAIL: {failure}", file=out)
+    checked = sum(len(result.checks) for result in results)
+    if not failures:
+        print(f"verified: {checked} loaders produced the expected batches", file=out)
+    print(f"total {elapsed:.1f} s", file=out, flush=True)
+    if settings.json_path is not None:
+        document = to_json(settings, machine, results, elapsed)
+        write_json(settings.json_path, document)
+        print(f"wrote {settings.json_path}", file=out, flush=True)
+    return 1 if failures else 0
+
+
+def to_json(
+    settings: Settings, machine: dict[str, Any], results: list[WorkloadResult], elapsed: float
+) -> dict[str, Any]:
+    """The JSON report: machine, settings, per-run seconds, medians, ratios, verification."""
+    workloads = []
+    for result in results:
+        rows = [
+            {
+                "loader": row.loader,
+                "kind": row.kind,
+                "samples": row.samples,
+                "record_bytes": row.record_bytes,
+                "seconds": row.seconds,
+                "median_s": row.median,
+                "min_s": min(row.seconds),
+                "max_s": max(row.seconds),
+                "build_seconds": row.build_seconds,
+                "build_median_s": statistics.median(row.build_seconds),
+                "samples_per_s": row.samples_per_s,
+                "gb_per_s": row.gb_per_s,
+                "vs_torch": result.ratio(row, "torch"),
+                "vs_bare": result.ratio(row, "bare"),
+            }
+            for row in result.rows
+        ]
+        verification = {
+            "ok": not result.failures,
+            "checks": [asdict(check) for check in result.checks],
+            "failures": result.failures,
+        }
+        workloads.append(
+            {
+                "name": result.name,
+                "summary": result.summary,
+                "params": result.params,
+                "rows": rows,
+                "verification": verification,
+            }
+        )
+    return {
+        "format": JSON_FORMAT,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine,
+        "settings": {
+            "repeats": settings.repeats,
+            "quick": settings.quick,
+            "scale": settings.scale,
+            "workloads": list(settings.workloads),
+            "loaders": sorted(settings.loaders),
+            "cache_dir": str(settings.cache_dir),
+        },
+        "workloads": workloads,
+        "verification_ok": all(not result.failures for result in results),
+        "total_seconds": elapsed,
+    }
+
+
+def write_json(path: Path, document: dict[str, Any]) -> None:
+    """Write ``document`` to ``path`` whole or not at all (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

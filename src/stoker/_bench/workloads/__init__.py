@@ -1,0 +1,63 @@
+"""The registry of built-in workloads: one module per workload, found by listing this package.
+
+A new benchmark joins by adding a module here that decorates its ``prepare``
+function with :func:`workload`::
+
+    @workload("ints", "1,000,000 Python ints, batch 256")
+    def prepare(ctx: BenchContext) -> Prepared: ...
+
+Workloads run in the order of their module names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..base import BenchContext, Prepared
+
+__all__ = ["Workload", "available", "workload"]
+
+PrepareFn = Callable[[BenchContext], Prepared]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named workload: ``prepare(ctx)`` builds its data and its loaders."""
+
+    name: str
+    summary: str
+    prepare: PrepareFn
+
+
+_REGISTRY: dict[str, Workload] = {}
+_discovered = False
+
+
+def workload(name: str, summary: str) -> Callable[[PrepareFn], PrepareFn]:
+    """Register the decorated ``prepare`` function under ``name``.
+
+    Errors:
+        ValueError: another workload already has this name.
+    """
+
+    def register(prepare: PrepareFn) -> PrepareFn:
+        if name in _REGISTRY:
+            raise ValueError(f"a benchmark workload named {name!r} is already registered")
+        _REGISTRY[name] = Workload(name, summary, prepare)
+        return prepare
+
+    return register
+
+
+def available() -> dict[str, Workload]:
+    """Every registered workload by name, importing this package's modules on first use."""
+    global _discovered
+    if not _discovered:
+        _discovered = True
+        for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{module.name}")
+    return dict(_REGISTRY)

@@ -1,0 +1,137 @@
+"""The ``stoker`` command line.
+
+Subcommands register themselves in :func:`build_parser`; each one gets a handler that
+takes the parsed arguments and returns the exit status. Heavy imports happen inside
+the handlers, so ``stoker --help`` stays fast.
+
+Example:
+    $ stoker bench --quick
+    $ stoker bench --workloads ints,memmap --repeats 5 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["build_parser", "main"]
+
+_LOADERS = ("stoker", "torch", "bare")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="compare stoker with the PyTorch DataLoader on built-in workloads",
+        description=(
+            "Time stoker, the PyTorch DataLoader (when installed) and bare NumPy on the "
+            "same built-in workloads, check that they produced the same batches, and "
+            "print a table. The data is generated once into a cache folder. Exits 1 "
+            "when any loader's batches differ."
+        ),
+    )
+    bench.add_argument("--quick", action="store_true", help="2 repeats and a 256 MB memmap")
+    bench.add_argument("--json", type=Path, metavar="PATH", help="also write the results here")
+    bench.add_argument(
+        "--workloads", type=_names, metavar="A,B", help="comma-separated workloads (default: all)"
+    )
+    bench.add_argument(
+        "--loaders",
+        type=_names,
+        metavar="A,B",
+        help=f"comma-separated loaders out of {','.join(_LOADERS)} (default: all)",
+    )
+    bench.add_argument(
+        "--repeats", type=_positive_int, metavar="N", help="timed epochs per loader (default 3)"
+    )
+    bench.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help="where generated data is kept (default $STOKER_CACHE/bench or ~/.cache/stoker/bench)",
+    )
+    bench.add_argument("--list", action="store_true", help="list the workloads and exit")
+    # Multiplies every data size; the test suite runs the command on tiny data with it.
+    bench.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
+    bench.set_defaults(handler=_bench, parser=bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    parser: argparse.ArgumentParser = args.parser
+    from ._bench import harness
+    from ._bench.workloads import available
+
+    registry = available()
+    if args.list:
+        width = max(len(name) for name in registry)
+        for name, workload in registry.items():
+            print(f"{name.ljust(width)}  {workload.summary}")
+        return 0
+    workloads = args.workloads or list(registry)
+    unknown = [name for name in workloads if name not in registry]
+    if unknown:
+        parser.error(f"unknown workload {', '.join(unknown)}; choose from {', '.join(registry)}")
+    loaders = args.loaders or list(_LOADERS)
+    unknown = [name for name in loaders if name not in _LOADERS]
+    if unknown:
+        parser.error(f"unknown loader {', '.join(unknown)}; choose from {', '.join(_LOADERS)}")
+    settings = harness.Settings(
+        repeats=args.repeats or (2 if args.quick else 3),
+        quick=args.quick,
+        workloads=tuple(dict.fromkeys(workloads)),
+        loaders=frozenset(loaders),
+        cache_dir=args.cache_dir or harness.default_cache_dir(),
+        json_path=args.json,
+        scale=args.scale,
+    )
+    return harness.run(settings)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``stoker`` argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="stoker", description="stoker: a deterministic, exactly resumable data loader."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_bench(commands)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``stoker`` command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""``LoaderConfig``: every DataLoader argument, checked before anything runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._sampling.shard import Shard
+from .errors import ConfigError, NotSupportedError
+
+__all__ = ["LAST_BATCH_MODES", "WORKER_MODES", "LoaderConfig"]
+
+LAST_BATCH_MODES = ("keep", "drop", "rollover")
+WORKER_MODES = ("inline", "thread", "process", "auto")
+ON_ERROR_MODES = ("raise", "skip")
+
+LastBatch = Literal["keep", "drop", "rollover"]
+WorkerMode = Literal["inline", "thread", "process", "auto"]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """The validated arguments of a :class:`~stoker.DataLoader` (see its docstring)."""
+
+    batch_size: int | None
+    shuffle: bool
+    seed: int
+    last_batch: LastBatch
+    sampler: Any
+    batch_sampler: Any
+    collate_fn: Callable[[list[Any]], Any] | None
+    num_workers: int
+    worker_mode: WorkerMode
+    prefetch: int | None
+    ordered: bool
+    worker_init_fn: Callable[[Any], None] | None
+    timeout: float | None
+    on_error: Literal["raise", "skip"]
+    max_errors: int
+    shard: Shard | str | None
+
+    def __post_init__(self) -> None:
+        self._check_batching()
+        self._check_execution()
+
+    def _check_batching(self) -> None:
+        if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
+            raise ConfigError(
+                f"batch_size must be an int >= 1 (or None for unbatched records), "
+                f"got {self.batch_size!r}"
+            )
+        if self.last_batch not in LAST_BATCH_MODES:
+            raise ConfigError(
+                f"last_batch must be one of {', '.join(map(repr, LAST_BATCH_MODES))}, "
+                f"got {self.last_batch!r}"
+            )
+        if not isinstance(self.shuffle, bool):
+            raise ConfigError(f"shuffle must be True or False, got {self.shuffle!r}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise ConfigError(f"seed must be an int >= 0, got {self.seed!r}")
+        if self.sampler is not None and self.shuffle:
+            raise ConfigError(
+                "shuffle=True conflicts with sampler=...: the sampler decides the order; "
+                "drop shuffle=True, or use sk.RandomSampler(len(dataset), seed=...)"
+            )
+        if self.batch_sampler is not None:
+            if self.sampler is not None:
+                raise ConfigError(
+                    "sampler=... conflicts with batch_sampler=...: the batch sampler already "
+                    "yields the indices; pass only one of them"
+                )
+            if self.shuffle:
+                raise ConfigError(
+                    "shuffle=True conflicts with batch_sampler=...: shuffle inside the batch "
+                    "sampler instead"
+                )
+            if self.last_batch != "keep":
+                raise ConfigError(
+                    "last_batch conflicts with batch_sampler=...: the batch sampler decides "
+                    "what happens to the last batch"
+                )
+        if self.collate_fn is not None and not callable(self.collate_fn):
+            raise ConfigError(f"collate_fn must be callable, got {type(self.collate_fn).__name__}")
+
+    def _check_execution(self) -> None:
+        if self.worker_mode not in WORKER_MODES:
+            raise ConfigError(
+                f"worker_mode must be one of {', '.join(map(repr, WORKER_MODES))}, "
+                f"got {self.worker_mode!r}"
+            )
+        if not _is_int(self.num_workers) or self.num_workers < 0:
+            raise ConfigError(f"num_workers must be an int >= 0, got {self.num_workers!r}")
+        if self.num_workers > 0 or self.worker_mode in ("thread", "process"):
+            raise NotSupportedError(
+                f"worker_mode={self.worker_mode!r} with num_workers={self.num_workers} is not "
+                "available yet: this version loads in-process (num_workers=0, "
+                "worker_mode='inline' or 'auto'), with a background prefetch thread"
+            )
+        if self.prefetch is not None and (not _is_int(self.prefetch) or self.prefetch < 0):
+            raise ConfigError(
+                f"prefetch must be an int >= 0 (0: no background thread) or None, "
+                f"got {self.prefetch!r}"
+            )
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, int | float)
+            or self.timeout <= 0
+        ):
+            raise ConfigError(
+                f"timeout must be a number of seconds > 0 or None, got {self.timeout!r}"
+            )
+        if self.on_error not in ON_ERROR_MODES:
+            raise ConfigError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
+        if not _is_int(self.max_errors) or self.max_errors < 0:
+            raise ConfigError(f"max_errors must be an int >= 0, got {self.max_errors!r}")
+        if self.worker_init_fn is not None and not callable(self.worker_init_fn):
+            raise ConfigError(
+                f"worker_init_fn must be callable, got {type(self.worker_init_fn).__name__}"
+            )
+        if not isinstance(self.ordered, bool):
+            raise ConfigError(f"ordered must be True or False, got {self.ordered!r}")
+        if self.shard is not None and not (
+            isinstance(self.shard, Shard) or self.shard in ("jax", "torch")
+        ):
+            raise ConfigError(
+                f"shard must be sk.Shard(index, count), 'jax', 'torch' or None, got {self.shard!r}"
+            )
+        if isinstance(self.shard, str) or (isinstance(self.shard, Shard) and self.shard.count > 1):
+            raise NotSupportedError(
+                "multi-host sharding (shard=...) is not available yet; "
+                "use ds.shard(index, count) on the dataset for now"
+            )

@@ -1,0 +1,178 @@
+"""``Prefetcher``: a bounded window of results produced ahead of the consumer.
+
+With ``depth >= 1`` one background thread runs ``produce()`` until ``depth`` results
+wait in the window, so loading overlaps the training step. With ``depth == 0`` the
+caller's thread produces each result when asked. ``depth=None`` decides from the
+first results: a thread hand-off costs ~10-30 µs, so results that take less than
+``THREAD_THRESHOLD`` seconds to produce are produced on the caller's thread; slower
+ones get the background thread with a window of ``DEFAULT_DEPTH``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from .errors import LoaderTimeout
+
+__all__ = ["DEFAULT_DEPTH", "THREAD_THRESHOLD", "Prefetcher"]
+
+T = TypeVar("T")
+
+DEFAULT_DEPTH = 2
+THREAD_THRESHOLD = 50e-6
+_PROBES = 4
+_JOIN_SECONDS = 5.0
+
+
+class Prefetcher(Generic[T]):
+    """Runs ``produce`` (None means "no more") ahead of :meth:`get`.
+
+    Example:
+        >>> items = iter(range(3))
+        >>> p = Prefetcher(lambda: next(items, None), depth=1, timeout=None, name="demo")
+        >>> [p.get(), p.get(), p.get()]
+        [0, 1, 2]
+        >>> p.close()
+
+    Resources:
+        Owns at most one daemon thread. :meth:`close` (idempotent) stops it and wakes
+        every wait; the owner calls it when it is closed or garbage collected.
+
+    Errors:
+        An exception raised by ``produce`` is re-raised by the next :meth:`get`;
+        :class:`~stoker.errors.LoaderTimeout` when nothing arrives within ``timeout``.
+    """
+
+    def __init__(
+        self, produce: Callable[[], T | None], depth: int | None, timeout: float | None, name: str
+    ) -> None:
+        self._produce = produce
+        self._depth = depth
+        self._timeout = timeout
+        self._name = name
+        self._cond = threading.Condition()
+        self._window: deque[T] = deque()
+        self._error: BaseException | None = None
+        self._finished = False  # the producer returned None or raised
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._probe_seconds: list[float] = []
+        self.produce_seconds = 0.0
+        self.wait_seconds = 0.0
+
+    @property
+    def mode(self) -> str:
+        """Where results are produced: "background thread" or "caller thread"."""
+        if self._thread is not None:
+            return f"background thread, {self._depth} in flight"
+        if self._depth is None and len(self._probe_seconds) < _PROBES:
+            return "caller thread (deciding)"
+        return "caller thread"
+
+    def get(self) -> T:
+        """The next result; ``StopIteration`` after the last one."""
+        if self._thread is None:
+            if self._depth == 0 or (self._depth is None and not self._decide()):
+                return self._get_inline()
+            self._start()
+        return self._get_threaded()
+
+    def _decide(self) -> bool:
+        """True once the probes say a background thread pays off."""
+        if len(self._probe_seconds) < _PROBES:
+            return False
+        if statistics.median(self._probe_seconds) < THREAD_THRESHOLD:
+            self._depth = 0
+            return False
+        self._depth = DEFAULT_DEPTH
+        return True
+
+    def _get_inline(self) -> T:
+        if self._closed or self._finished:
+            raise StopIteration
+        start = time.perf_counter()
+        try:
+            item = self._produce()
+        except BaseException:
+            self._finished = True
+            raise
+        seconds = time.perf_counter() - start
+        self.produce_seconds += seconds
+        if self._depth is None:
+            self._probe_seconds.append(seconds)
+        if item is None:
+            self._finished = True
+            raise StopIteration
+        return item
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        cond, window, depth = self._cond, self._window, self._depth or DEFAULT_DEPTH
+        while True:
+            with cond:
+                while len(window) >= depth and not self._closed:
+                    cond.wait()
+                if self._closed:
+                    return
+            start = time.perf_counter()
+            try:
+                item = self._produce()
+            except BaseException as exc:
+                with cond:
+                    self._error, self._finished = exc, True
+                    cond.notify_all()
+                return
+            self.produce_seconds += time.perf_counter() - start
+            with cond:
+                if item is None:
+                    self._finished = True
+                else:
+                    window.append(item)
+                cond.notify_all()
+                if item is None:
+                    return
+
+    def _get_threaded(self) -> T:
+        cond = self._cond
+        start = time.perf_counter()
+        deadline = None if self._timeout is None else start + self._timeout
+        with cond:
+            while not self._window:
+                if self._closed:
+                    raise StopIteration
+                if self._finished:
+                    error, self._error = self._error, None
+                    self.wait_seconds += time.perf_counter() - start
+                    if error is not None:
+                        raise error
+                    raise StopIteration
+                remaining = None if deadline is None else deadline - time.perf_counter()
+                if remaining is not None and remaining <= 0:
+                    raise LoaderTimeout(
+                        f"no batch arrived within timeout={self._timeout} s; the dataset or a "
+                        "map function may be stuck (raise timeout=, or find the slow record "
+                        "with it.stats())"
+                    )
+                cond.wait(remaining)
+            item = self._window.popleft()
+            cond.notify_all()
+        self.wait_seconds += time.perf_counter() - start
+        return item
+
+    def close(self) -> None:
+        """Stop producing, drop the results in flight, and end the thread."""
+        with self._cond:
+            self._closed = True
+            self._window.clear()
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_JOIN_SECONDS)
