@@ -10,8 +10,16 @@ def test_every_public_name_is_exported_once_and_exists():
 
 
 def test_errors_share_one_root():
-    for name in ("StateError", "ConfigError", "WorkerError", "WorkerCrashed", "LoaderTimeout",
-                 "CollateError", "NotSupportedError", "FilteredOut"):
+    for name in (
+        "StateError",
+        "ConfigError",
+        "WorkerError",
+        "WorkerCrashed",
+        "LoaderTimeout",
+        "CollateError",
+        "NotSupportedError",
+        "FilteredOut",
+    ):
         assert issubclass(getattr(sk, name), sk.StokerError)
 
 

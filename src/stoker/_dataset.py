@@ -272,13 +272,9 @@ class IterDataset(Generic[T]):
 
 
 # The stage classes import Dataset/IterDataset from this module, so they come last.
+from ._sources.iterable import open_user_stream  # noqa: E402
 from ._transforms.filter import FilterDataset  # noqa: E402
 from ._transforms.map import MapDataset  # noqa: E402
 from ._transforms.shard import ShardDataset  # noqa: E402
 from ._transforms.shuffle import ShuffleDataset  # noqa: E402
-from ._transforms.stream import (  # noqa: E402
-    BatchedStream,
-    FilteredStream,
-    MappedStream,
-    open_user_stream,
-)
+from ._transforms.stream import BatchedStream, FilteredStream, MappedStream  # noqa: E402

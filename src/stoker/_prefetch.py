@@ -3,9 +3,11 @@
 With ``depth >= 1`` one background thread runs ``produce()`` until ``depth`` results
 wait in the window, so loading overlaps the training step. With ``depth == 0`` the
 caller's thread produces each result when asked. ``depth=None`` decides from the
-first results: a thread hand-off costs ~10-30 µs, so results that take less than
-``THREAD_THRESHOLD`` seconds to produce are produced on the caller's thread; slower
-ones get the background thread with a window of ``DEFAULT_DEPTH``.
+first results. A hand-off between threads costs ~10-30 µs on an idle interpreter and
+~50 µs when both threads run Python (they take turns on the GIL), so results that
+take less than ``THREAD_THRESHOLD`` seconds to produce are produced on the caller's
+thread, where the hand-off would cost more than the overlap could win; slower ones
+get the background thread with a window of ``DEFAULT_DEPTH``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ __all__ = ["DEFAULT_DEPTH", "THREAD_THRESHOLD", "Prefetcher"]
 T = TypeVar("T")
 
 DEFAULT_DEPTH = 2
-THREAD_THRESHOLD = 50e-6
+THREAD_THRESHOLD = 200e-6
 _PROBES = 4
 _JOIN_SECONDS = 5.0
 

@@ -4,8 +4,7 @@ import stoker as sk
 
 
 def _arrays(n=64):
-    return sk.from_arrays(x=np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3),
-                          y=np.arange(n))
+    return sk.from_arrays(x=np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3), y=np.arange(n))
 
 
 def test_a_held_batch_keeps_its_values_after_100_more_batches():

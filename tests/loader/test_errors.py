@@ -18,7 +18,7 @@ def test_shuffle_with_sampler_conflicts():
 
 def test_sampler_with_batch_sampler_conflicts():
     bs = sk.BatchSampler(sk.SequentialSampler(4), batch_size=2)
-    with pytest.raises(sk.ConfigError, match="sampler=... conflicts with batch_sampler"):
+    with pytest.raises(sk.ConfigError, match=r"sampler=\.\.\. conflicts with batch_sampler"):
         sk.DataLoader(sk.range(0, 4), sampler=sk.SequentialSampler(4), batch_sampler=bs)
     with pytest.raises(sk.ConfigError, match="batch_size conflicts"):
         sk.DataLoader(sk.range(0, 4), batch_size=2, batch_sampler=bs)

@@ -39,8 +39,14 @@ def test_stop_save_json_resume_in_a_fresh_loader(n, batch_size, last_batch, shuf
     shuffle = shuffle and sampler is None
 
     def build():
-        return sk.DataLoader(ds, batch_size=batch_size, shuffle=shuffle, seed=seed,
-                             last_batch=last_batch, sampler=sampler)
+        return sk.DataLoader(
+            ds,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            last_batch=last_batch,
+            sampler=sampler,
+        )
 
     assert_resumes_exactly(build(), epochs=2, fresh=build(), max_stops=12)
 
@@ -96,8 +102,10 @@ def test_resume_of_a_stream():
 
 
 def test_resume_through_rollover_over_many_epochs():
-    loader = sk.DataLoader(sk.range(0, 7).filter(lambda x: x != 3), batch_size=4,
-                           shuffle=True, last_batch="rollover")
+    loader = sk.DataLoader(
+        sk.range(0, 7).filter(lambda x: x != 3), batch_size=4, shuffle=True, last_batch="rollover"
+    )
     assert_resumes_exactly(loader, epochs=4)
     flat = [int(x) for b in run_epochs(loader, 4) for x in b]
-    assert len(flat) == 24 and 3 not in flat
+    assert len(flat) == 24
+    assert 3 not in flat

@@ -40,7 +40,7 @@ def _groups(part_of: np.ndarray) -> list[tuple[int, np.ndarray]]:
     order = np.argsort(part_of, kind="stable")
     ordered = part_of[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    return [(int(ordered[g[0]]), g) for g in np.split(order, cuts)]
+    return [(int(part_of[g[0]]), g) for g in np.split(order, cuts)]
 
 
 def fetch_parts(

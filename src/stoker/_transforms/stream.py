@@ -23,7 +23,6 @@ __all__ = [
     "FilteredStream",
     "MappedStream",
     "StreamNode",
-    "open_user_stream",
     "parent_state",
     "state_count",
 ]
@@ -33,33 +32,32 @@ U = TypeVar("U")
 State = dict[str, Any]
 
 
-def _field(state: State, key: str, what: str) -> Any:
-    if not isinstance(state, dict) or key not in state:
+def parent_state(state: State | None, what: str, key: str = "parent") -> Any:
+    """``state[key]`` (None without a state); StateError when the key is missing."""
+    if state is not None and (not isinstance(state, dict) or key not in state):
         raise StateError(f"the state of {what} must be a dict with key {key!r}, got {state!r}")
-    return state[key]
+    return None if state is None else state[key]
 
 
 def state_count(state: State | None, key: str, what: str) -> int:
     """The counter ``state[key]`` (0 without a state); StateError unless an int >= 0."""
-    if state is None:
-        return 0
-    value = _field(state, key, what)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    value = parent_state(state, what, key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
         raise StateError(f"the state of {what} needs {key!r} to be an int >= 0, got {value!r}")
-    return value
-
-
-def parent_state(state: State | None, what: str) -> State | None:
-    """``state["parent"]`` (None without a state)."""
-    return None if state is None else _field(state, "parent", what)
+    return value or 0
 
 
 class Cursor(Iterator[T], Generic[T]):
-    """An open position in a stream: an iterator that reports its state."""
+    """An open position in a stream: an iterator that reports its state.
+
+    The default state is the parent cursor's under ``"parent"``; sources override it.
+    """
+
+    _parent: StreamCursor[Any]
 
     def state_dict(self) -> State:
         """The JSON state from which ``_open`` resumes right after the last record."""
-        raise NotImplementedError
+        return {"parent": self._parent.state_dict()}
 
 
 class StreamNode(IterDataset[T]):
@@ -158,12 +156,9 @@ class _FilteredCursor(Cursor[T]):
     def __next__(self) -> T:
         parent, pred = self._parent, self._pred
         while True:
-            record = next(parent)
+            record: T = next(parent)
             if pred(record):
                 return record
-
-    def state_dict(self) -> State:
-        return {"parent": self._parent.state_dict()}
 
 
 class FilteredStream(StreamNode[T]):
@@ -206,9 +201,6 @@ class _BatchedCursor(Cursor[Any]):
             raise StopIteration
         return self._collate(records)
 
-    def state_dict(self) -> State:
-        return {"parent": self._parent.state_dict()}
-
 
 class BatchedStream(StreamNode[Any], Generic[T]):
     """Consecutive records of a stream, collated in groups; built by ``IterDataset.batch``.
@@ -242,7 +234,3 @@ class BatchedStream(StreamNode[Any], Generic[T]):
     def _open(self, ctx: Context, state: State | None) -> Cursor[Any]:
         parent = self._parent._open(ctx.child(0), parent_state(state, "batch"))
         return _BatchedCursor(parent, self._size, self._drop, self._collate)
-
-
-# The user-stream reader lives with the stream sources; it needs Cursor from above.
-from .._sources.iterable import open_user_stream  # noqa: E402
