@@ -441,7 +441,7 @@ class LoaderIterator(Generic[B]):
         self._window: Prefetcher[tuple[Any, dict[str, Any], int]] = Prefetcher(  # stage 6
             self._plan.next_item, depth, cfg.timeout, name=f"stoker-prefetch-epoch{epoch}"
         )
-        self._finalizer = weakref.finalize(self, self._window.close)
+        self._finalizer = weakref.finalize(self, _close_all, self._window, self._builder)
         self._box = box
         self._state: dict[str, Any] = self._plan.state()
         box.state = self._state
@@ -527,6 +527,12 @@ class LoaderIterator(Generic[B]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore_iterator, (self._loader, self._state))
+
+
+def _close_all(window: Prefetcher[Any], builder: BatchBuilder | None) -> None:
+    window.close()
+    if builder is not None:
+        builder.close()
 
 
 def _restore_iterator(loader: DataLoader[Any], state: dict[str, Any]) -> LoaderIterator[Any]:

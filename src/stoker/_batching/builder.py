@@ -18,8 +18,10 @@ import numpy as np
 
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
+from .._exec.gather import SPLIT_BYTES, SplitGather
 from .collate import default_collate
 from .pool import BufferPool
+from .tree import flatten
 
 __all__ = ["BatchBuilder", "BuildCounters", "add_location"]
 
@@ -74,6 +76,7 @@ class BatchBuilder:
         self._on_error = on_error
         self._max_errors = max_errors
         self._gathers = collate_fn is None and on_error == "raise"
+        self._split: SplitGather | None = None
         self.counters = BuildCounters()
 
     @property
@@ -87,13 +90,17 @@ class BatchBuilder:
             start = time.perf_counter()
             out = self._pool.acquire(len(indices))
             try:
-                batch = self._dataset._gather(indices, ctx, out)
+                if out is not None and self._split is not None:
+                    batch = self._split.gather(self._dataset, indices, ctx, out)
+                else:
+                    batch = self._dataset._gather(indices, ctx, out)
             except Exception as exc:
                 add_location(exc, None, where)
                 raise
             if batch is not NotImplemented:
                 if out is None:
                     self._pool.adopt(batch)
+                    self._maybe_split(batch)
                 self.counters.fetch_seconds += time.perf_counter() - start
                 return batch
             self._gathers = False
@@ -101,6 +108,19 @@ class BatchBuilder:
         for ctx, indices in parts:
             records.extend(r for r in self.records(ctx, indices, where) if r is not SKIP)
         return self.collate(records)
+
+    def _maybe_split(self, batch: Any) -> None:
+        # Large planned gathers are split across cores (see stoker._exec.gather).
+        if self._split is None and self._pool.slots:
+            leaves, _ = flatten(batch)
+            if sum(leaf.nbytes for leaf in leaves) >= SPLIT_BYTES:
+                split = SplitGather()
+                self._split = split if split.useful else None
+
+    def close(self) -> None:
+        """End the threads of a split gather, if any were started (idempotent)."""
+        if self._split is not None:
+            self._split.close()
 
     def records(self, ctx: Context, indices: np.ndarray, where: str) -> list[Any | Skip]:
         """The records at ``indices``; SKIP for filtered (or, under "skip", failing) ones."""
