@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
@@ -30,7 +32,7 @@ from .errors import ConfigError, NotSupportedError
 
 __all__ = ["DataLoader", "LoaderIterator"]
 
-B = TypeVar("B")
+B = TypeVar("B", default=Any)
 
 _UNSET: Any = object()
 
