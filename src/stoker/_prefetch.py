@@ -2,12 +2,16 @@
 
 With ``depth >= 1`` one background thread runs ``produce()`` until ``depth`` results
 wait in the window, so loading overlaps the training step. With ``depth == 0`` the
-caller's thread produces each result when asked. ``depth=None`` decides from the
-first results. A hand-off between threads costs ~10-30 µs on an idle interpreter and
-~50 µs when both threads run Python (they take turns on the GIL), so results that
-take less than ``THREAD_THRESHOLD`` seconds to produce are produced on the caller's
-thread, where the hand-off would cost more than the overlap could win; slower ones
-get the background thread with a window of ``DEFAULT_DEPTH``.
+caller's thread produces each result when asked.
+
+``depth=None`` decides from the first ``_PROBES`` results, produced on the caller's
+thread: it times producing a result (p) and the caller's work between two ``get()``
+calls (g, the training step). A background thread can hide at most min(p, g) per
+result, and a hand-off between threads costs ~10-30 µs on an idle interpreter and
+~50 µs when both threads run Python (they take turns on the GIL). So the thread
+starts, with a window of ``DEFAULT_DEPTH``, only when the median of min(p, g) is at
+least ``THREAD_THRESHOLD``; otherwise results stay on the caller's thread, where the
+hand-off would cost more than the overlap could win.
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ class Prefetcher(Generic[T]):
         self._finished = False  # the producer returned None or raised
         self._closed = False
         self._thread: threading.Thread | None = None
-        self._probe_seconds: list[float] = []
+        self._probe_seconds: list[float] = []  # min(produce, caller's work) per result
+        self._returned_at: float | None = None
         self.produce_seconds = 0.0
         self.wait_seconds = 0.0
 
@@ -72,7 +77,7 @@ class Prefetcher(Generic[T]):
         """Where results are produced: "background thread" or "caller thread"."""
         if self._thread is not None:
             return f"background thread, {self._depth} in flight"
-        if self._depth is None and len(self._probe_seconds) < _PROBES:
+        if self._depth is None:
             return "caller thread (deciding)"
         return "caller thread"
 
@@ -88,7 +93,7 @@ class Prefetcher(Generic[T]):
         """True once the probes say a background thread pays off."""
         if len(self._probe_seconds) < _PROBES:
             return False
-        if statistics.median(self._probe_seconds) < THREAD_THRESHOLD:
+        if statistics.median(self._probe_seconds[:_PROBES]) < THREAD_THRESHOLD:
             self._depth = 0
             return False
         self._depth = DEFAULT_DEPTH
@@ -103,10 +108,12 @@ class Prefetcher(Generic[T]):
         except BaseException:
             self._finished = True
             raise
-        seconds = time.perf_counter() - start
-        self.produce_seconds += seconds
+        end = time.perf_counter()
+        self.produce_seconds += end - start
         if self._depth is None:
-            self._probe_seconds.append(seconds)
+            if self._returned_at is not None:
+                self._probe_seconds.append(min(end - start, start - self._returned_at))
+            self._returned_at = end
         if item is None:
             self._finished = True
             raise StopIteration
