@@ -34,6 +34,7 @@ from ._worker_info import get_worker_info as get_worker_info
 from .errors import CollateError as CollateError
 from .errors import ConfigError as ConfigError
 from .errors import FilteredOut as FilteredOut
+from .errors import IteratorFailed as IteratorFailed
 from .errors import LoaderTimeout as LoaderTimeout
 from .errors import NotSupportedError as NotSupportedError
 from .errors import StateError as StateError
@@ -53,6 +54,7 @@ __all__ = [
     "FilteredOut",
     "ForeignSampler",
     "IterDataset",
+    "IteratorFailed",
     "LoaderIterator",
     "LoaderStats",
     "LoaderTimeout",

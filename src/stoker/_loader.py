@@ -28,7 +28,7 @@ from ._sampling.shard import Shard
 from ._sources.wrap import as_dataset
 from ._state import FORMAT, check_state
 from ._stats import LoaderStats, bottleneck_verdict
-from .errors import ConfigError, NotSupportedError
+from .errors import ConfigError, IteratorFailed, LoaderTimeout, NotSupportedError
 
 __all__ = ["DataLoader", "LoaderIterator"]
 
@@ -453,6 +453,7 @@ class LoaderIterator(Generic[B]):
         self._samples = 0
         self._created = time.perf_counter()
         self._exhausted = False
+        self._failure: BaseException | None = None
 
     @property
     def epoch(self) -> int:
@@ -463,6 +464,11 @@ class LoaderIterator(Generic[B]):
         return self
 
     def __next__(self) -> B:
+        if self._failure is not None:
+            raise IteratorFailed(
+                f"this iterator already failed with {type(self._failure).__name__}; resume "
+                "after its last good batch with loader.iter(state=it.state_dict())"
+            ) from self._failure
         if self._exhausted:
             raise StopIteration
         try:
@@ -472,6 +478,12 @@ class LoaderIterator(Generic[B]):
             self._state = self._plan.final_state()
             self._box.state = self._state
             self._box.finished = True
+            self._finalizer()
+            raise
+        except LoaderTimeout:
+            raise  # the batch may still come: next() may be called again
+        except BaseException as exc:  # Ctrl-C included: never pretend the epoch ended
+            self._failure = exc
             self._finalizer()
             raise
         self._state = state

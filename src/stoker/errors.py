@@ -8,6 +8,7 @@ Every error stoker raises on purpose derives from :class:`StokerError`::
     ├── CollateError (also ValueError) records that cannot be stacked into one batch
     ├── NotSupportedError              a combination stoker does not offer (yet)
     ├── FilteredOut (also LookupError) ``ds[i]`` on a record that a filter removed
+    ├── IteratorFailed (also RuntimeError)  ``next()`` on an iterator that already raised
     ├── WorkerError                    an exception in a worker that could not be rebuilt as itself
     │   └── WorkerCrashed              a worker process died (signal, segfault, out of memory)
     └── LoaderTimeout (also TimeoutError)  no batch arrived within ``timeout`` seconds
@@ -22,6 +23,7 @@ __all__ = [
     "CollateError",
     "ConfigError",
     "FilteredOut",
+    "IteratorFailed",
     "LoaderTimeout",
     "NotSupportedError",
     "StateError",
@@ -60,6 +62,15 @@ class NotSupportedError(StokerError, NotImplementedError):
 
 class FilteredOut(StokerError, LookupError):
     """``dataset[i]`` was asked for a record that a ``filter`` removed."""
+
+
+class IteratorFailed(StokerError, RuntimeError):
+    """``next()`` on a loader iterator after loading raised (or was interrupted) in it.
+
+    The iterator does not pretend the epoch ended. Its ``state_dict()`` is still the
+    state after the last batch it yielded: resume from there with a new iterator.
+    The original exception is the ``__cause__``.
+    """
 
 
 class WorkerError(StokerError):

@@ -91,3 +91,34 @@ def test_stats_report_mode_and_verdict():
     assert (stats.batches, stats.samples, stats.worker_mode) == (10, 100, "inline")
     assert stats.bottleneck
     assert "caller thread" in stats.prefetch
+
+
+def test_next_after_a_failure_is_loud_and_the_state_still_resumes():
+    loader = sk.DataLoader(sk.range(0, 12).map(_explode_at({5})), batch_size=4)
+    it = iter(loader)
+    assert next(it).tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="bad record 5"):
+        next(it)
+    with pytest.raises(sk.IteratorFailed, match="resume") as info:
+        next(it)
+    assert isinstance(info.value.__cause__, ValueError)
+    state = it.state_dict()
+    assert state["batches"] == 1
+    fixed = sk.DataLoader(sk.range(0, 12).map(lambda x: x), batch_size=4)
+    assert [b.tolist() for b in fixed.iter(state=state)] == [[4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_ctrl_c_while_loading_leaves_a_resumable_iterator(no_thread_leak):
+    def interrupt(x):
+        if x == 6:
+            raise KeyboardInterrupt
+        return x
+
+    loader = sk.DataLoader(sk.range(0, 12).map(interrupt), batch_size=4, prefetch=2)
+    it = iter(loader)
+    assert next(it).tolist() == [0, 1, 2, 3]
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    with pytest.raises(sk.IteratorFailed):
+        next(it)
+    assert it.state_dict()["batches"] == 1
