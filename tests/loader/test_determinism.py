@@ -104,3 +104,16 @@ def test_independent_iterators_over_one_loader():
 def test_unbatched_yields_records():
     loader = sk.DataLoader(sk.range(0, 5).map(str), batch_size=None)
     assert list(loader) == ["0", "1", "2", "3", "4"]
+
+
+def test_set_weights_takes_effect_within_prefetch_batches():
+    sampler = sk.WeightedSampler(np.ones(50), num_samples=400, seed=0)
+    loader = sk.DataLoader(sk.range(0, 50), batch_size=10, sampler=sampler, prefetch=2)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    sampler.set_weights(np.eye(50)[7])  # from now on only record 7
+    later = [b.tolist() for b in it]
+    settled = later[3:]  # at most prefetch + 1 batches were drawn before the change
+    assert settled
+    assert all(x == 7 for b in settled for x in b)
