@@ -77,6 +77,7 @@ class BatchBuilder:
         self._max_errors = max_errors
         self._gathers = collate_fn is None and on_error == "raise"
         self._split: SplitGather | None = None
+        self._skips = dataset._may_skip or on_error == "skip"
         self.counters = BuildCounters()
 
     @property
@@ -104,10 +105,13 @@ class BatchBuilder:
                 self.counters.fetch_seconds += time.perf_counter() - start
                 return batch
             self._gathers = False
+        if len(parts) == 1 and not self._skips:
+            ctx, indices = parts[0]
+            return self.collate(self.records(ctx, indices, where))
         records: list[Any] = []
         for ctx, indices in parts:
-            records.extend(r for r in self.records(ctx, indices, where) if r is not SKIP)
-        return self.collate(records)
+            records.extend(self.records(ctx, indices, where))
+        return self.collate([r for r in records if r is not SKIP] if self._skips else records)
 
     def _maybe_split(self, batch: Any) -> None:
         # Large planned gathers are split across cores (see stoker._exec.gather).
