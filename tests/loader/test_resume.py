@@ -33,8 +33,11 @@ def _pipeline(kind: str, n: int):
     shuffle=st.booleans(),
     kind=st.sampled_from(["plain", "filter", "seeded", "mix", "weighted"]),
     seed=st.integers(0, 3),
+    prefetch=st.sampled_from([0, None, 2]),
 )
-def test_stop_save_json_resume_in_a_fresh_loader(n, batch_size, last_batch, shuffle, kind, seed):
+def test_stop_save_json_resume_in_a_fresh_loader(
+    n, batch_size, last_batch, shuffle, kind, seed, prefetch
+):
     ds, sampler = _pipeline(kind, n)
     shuffle = shuffle and sampler is None
 
