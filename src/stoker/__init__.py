@@ -11,8 +11,8 @@ from ._batching.collate import default_collate as default_collate
 from ._batching.collate import pad_collate as pad_collate
 from ._dataset import Dataset as Dataset
 from ._dataset import IterDataset as IterDataset
+from ._iterator import LoaderIterator as LoaderIterator
 from ._loader import DataLoader as DataLoader
-from ._loader import LoaderIterator as LoaderIterator
 from ._sampling.base import Sampler as Sampler
 from ._sampling.batch import BatchSampler as BatchSampler
 from ._sampling.chunked import ChunkedShuffleSampler as ChunkedShuffleSampler

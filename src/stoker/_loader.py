@@ -1,16 +1,12 @@
-"""``DataLoader`` (a description) and ``LoaderIterator`` (a cursor that owns the work).
+"""``DataLoader``: a description of how to batch a dataset; iterators do the work.
 
-Reading ``LoaderIterator.__init__`` follows the data path: the sampler and the
-dataset's stages (stage 1-3, inside the plan), the batch builder with its planned
-buffers (stage 4), and the prefetch window (stage 6). Execution in workers (stage 5)
-is inline in this version.
+The loader checks its arguments, picks the sampler and remembers where the last pass
+ended; each ``iter()`` hands a plan to a fresh :class:`~stoker._iterator.LoaderIterator`.
 """
 
 from __future__ import annotations
 
-import time
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Generic, Literal
 
 from typing_extensions import TypeVar
@@ -18,8 +14,9 @@ from typing_extensions import TypeVar
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
 from ._dataset import Dataset, IterDataset
+from ._iterator import LoaderIterator, StateBox
 from ._plan import BatchSamplerPlan, MapPlan, StreamPlan
-from ._prefetch import DEFAULT_DEPTH, Prefetcher
+from ._prefetch import DEFAULT_DEPTH
 from ._sampling.base import Sampler
 from ._sampling.foreign import as_sampler
 from ._sampling.random import RandomSampler
@@ -27,25 +24,13 @@ from ._sampling.sequential import SequentialSampler
 from ._sampling.shard import Shard
 from ._sources.wrap import as_dataset
 from ._state import FORMAT, check_state
-from ._stats import LoaderStats, bottleneck_verdict
-from .errors import ConfigError, IteratorFailed, LoaderTimeout, NotSupportedError
+from .errors import ConfigError, NotSupportedError
 
-__all__ = ["DataLoader", "LoaderIterator"]
+__all__ = ["DataLoader"]
 
 B = TypeVar("B", default=Any)
 
 _UNSET: Any = object()
-
-
-class _StateBox:
-    """The latest state of the loader's most recent iterator (shared, not owning it)."""
-
-    __slots__ = ("carry_len", "finished", "state")
-
-    def __init__(self, state: dict[str, Any] | None) -> None:
-        self.state = state
-        self.carry_len = 0
-        self.finished = False  # the iterator ran to its end: state starts the next epoch
 
 
 class DataLoader(Generic[B]):
@@ -143,7 +128,7 @@ class DataLoader(Generic[B]):
             self._check_map()
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
-        self._box = _StateBox(None)
+        self._box = StateBox(None)
 
     # -- checks -------------------------------------------------------------------
 
@@ -298,7 +283,7 @@ class DataLoader(Generic[B]):
         elif not isinstance(epoch, int) or epoch < 0:
             raise ConfigError(f"epoch must be an int >= 0, got {epoch!r}")
         self._next_epoch = epoch + 1
-        box = _StateBox(state)
+        box = StateBox(state)
         self._box = box
         return LoaderIterator(self, epoch, state, box)
 
@@ -341,7 +326,7 @@ class DataLoader(Generic[B]):
         if isinstance(ds, Dataset) or cfg.batch_size is not None:
             pool_slots = (cfg.prefetch if cfg.prefetch is not None else DEFAULT_DEPTH) + 3
             builder = BatchBuilder(
-                ds if isinstance(ds, Dataset) else _NO_DATASET,
+                ds if isinstance(ds, Dataset) else None,
                 cfg.collate_fn,
                 cfg.batch_size or 1,
                 pool_slots=pool_slots,
@@ -394,160 +379,5 @@ class DataLoader(Generic[B]):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_box"] = _StateBox(None)
+        state["_box"] = StateBox(None)
         return state
-
-
-class _NoDataset(Dataset[Any]):
-    def __len__(self) -> int:
-        return 0
-
-
-_NO_DATASET = _NoDataset()
-
-
-class LoaderIterator(Generic[B]):
-    """One pass over one epoch of a :class:`DataLoader`.
-
-    Example:
-        >>> import json, stoker as sk
-        >>> loader = sk.DataLoader(sk.range(0, 6), batch_size=2, shuffle=True, seed=3)
-        >>> it = iter(loader)
-        >>> first = next(it)
-        >>> saved = json.dumps(it.state_dict())
-        >>> rest = [b.tolist() for b in it]
-        >>> rest == [b.tolist() for b in loader.iter(state=json.loads(saved))]
-        True
-
-    Resources:
-        Owns the background prefetch thread, if one was started. It ends when the
-        epoch is exhausted, on :meth:`close`, on leaving a ``with`` block, or when
-        the iterator is garbage collected.
-
-    Errors:
-        An exception raised while loading reaches ``next()`` as its own type, with a
-        note naming the sample index, batch and epoch;
-        :class:`~stoker.LoaderTimeout` when ``timeout`` passes without a batch.
-    """
-
-    def __init__(
-        self, loader: DataLoader[B], epoch: int, state: dict[str, Any] | None, box: _StateBox
-    ) -> None:
-        cfg = loader._config
-        self._loader = loader
-        self._epoch = epoch
-        self._plan, self._builder = loader._plan(epoch, state)  # stages 1-4
-        depth = cfg.prefetch
-        if depth is None and cfg.timeout is not None:
-            depth = DEFAULT_DEPTH
-        self._window: Prefetcher[tuple[Any, dict[str, Any], int]] = Prefetcher(  # stage 6
-            self._plan.next_item, depth, cfg.timeout, name=f"stoker-prefetch-epoch{epoch}"
-        )
-        self._finalizer = weakref.finalize(self, _close_all, self._window, self._builder)
-        self._box = box
-        self._state: dict[str, Any] = self._plan.state()
-        box.state = self._state
-        carry = self._state.get("carry")
-        box.carry_len = len(carry) if isinstance(carry, list) else 0
-        self._batches = 0
-        self._samples = 0
-        self._created = time.perf_counter()
-        self._exhausted = False
-        self._failure: BaseException | None = None
-
-    @property
-    def epoch(self) -> int:
-        """The epoch this iterator reads."""
-        return self._epoch
-
-    def __iter__(self) -> Iterator[B]:
-        return self
-
-    def __next__(self) -> B:
-        if self._failure is not None:
-            raise IteratorFailed(
-                f"this iterator already failed with {type(self._failure).__name__}; resume "
-                "after its last good batch with loader.iter(state=it.state_dict())"
-            ) from self._failure
-        if self._exhausted:
-            raise StopIteration
-        try:
-            batch, state, count = self._window.get()
-        except StopIteration:
-            self._exhausted = True
-            self._state = self._plan.final_state()
-            self._box.state = self._state
-            self._box.finished = True
-            self._finalizer()
-            raise
-        except LoaderTimeout:
-            raise  # the batch may still come: next() may be called again
-        except BaseException as exc:  # Ctrl-C included: never pretend the epoch ended
-            self._failure = exc
-            self._finalizer()
-            raise
-        self._state = state
-        self._box.state = state
-        self._batches += 1
-        self._samples += count
-        result: B = batch
-        return result
-
-    def state_dict(self) -> dict[str, Any]:
-        """The JSON-serialisable state right after the last batch this iterator yielded.
-
-        After the iterator is exhausted it is the start of the next epoch.
-        """
-        return self._state
-
-    def stats(self) -> LoaderStats:
-        """Counters and a bottleneck verdict for this iterator so far."""
-        w = self._window
-        counters = self._builder.counters if self._builder is not None else None
-        fetch = counters.fetch_seconds if counters else 0.0
-        collate = counters.collate_seconds if counters else 0.0
-        inline = not w.mode.startswith("background")
-        wait = w.wait_seconds + (w.produce_seconds if inline else 0.0)
-        elapsed = time.perf_counter() - self._created
-        pool = self._builder.pool if self._builder is not None else None
-        return LoaderStats(
-            batches=self._batches,
-            samples=self._samples,
-            wait_seconds=wait,
-            produce_seconds=w.produce_seconds,
-            fetch_seconds=fetch,
-            collate_seconds=collate,
-            elapsed_seconds=elapsed,
-            worker_mode="inline",
-            prefetch=w.mode,
-            skipped=list(counters.skipped) if counters else [],
-            recycled_batches=pool.recycled if pool else 0,
-            allocated_batches=pool.allocated if pool else 0,
-            bottleneck=bottleneck_verdict(
-                wait=wait, elapsed=elapsed, fetch=fetch, collate=collate, batches=self._batches
-            ),
-        )
-
-    def close(self) -> None:
-        """Stop loading and end the prefetch thread (idempotent)."""
-        self._exhausted = True
-        self._finalizer()
-
-    def __enter__(self) -> LoaderIterator[B]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore_iterator, (self._loader, self._state))
-
-
-def _close_all(window: Prefetcher[Any], builder: BatchBuilder | None) -> None:
-    window.close()
-    if builder is not None:
-        builder.close()
-
-
-def _restore_iterator(loader: DataLoader[Any], state: dict[str, Any]) -> LoaderIterator[Any]:
-    return loader.iter(state=state)

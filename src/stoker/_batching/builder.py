@@ -49,8 +49,17 @@ def add_location(exc: BaseException, sample_index: int | None, where: str) -> No
         pass
 
 
+class _NoRecords(Dataset[Any]):
+    """Stands in for the dataset of a builder that only collates (streams)."""
+
+    def __len__(self) -> int:
+        return 0
+
+
 class BatchBuilder:
     """Builds batches from a map-style dataset for one iterator.
+
+    With ``dataset=None`` it only collates (for streams, which read their own records).
 
     Example:
         >>> import numpy as np, stoker as sk
@@ -62,7 +71,7 @@ class BatchBuilder:
 
     def __init__(
         self,
-        dataset: Dataset[Any],
+        dataset: Dataset[Any] | None,
         collate_fn: Callable[[list[Any]], Any] | None,
         batch_size: int,
         *,
@@ -70,14 +79,14 @@ class BatchBuilder:
         on_error: str = "raise",
         max_errors: int = 0,
     ) -> None:
-        self._dataset = dataset
+        self._dataset: Dataset[Any] = dataset if dataset is not None else _NoRecords()
         self._collate_fn = collate_fn
         self._pool = BufferPool(batch_size, pool_slots)
         self._on_error = on_error
         self._max_errors = max_errors
         self._gathers = collate_fn is None and on_error == "raise"
         self._split: SplitGather | None = None
-        self._skips = dataset._may_skip or on_error == "skip"
+        self._skips = self._dataset._may_skip or on_error == "skip"
         self.counters = BuildCounters()
 
     @property

@@ -1,0 +1,186 @@
+"""``LoaderIterator``: one pass over one epoch; it owns the work in flight.
+
+Reading ``LoaderIterator.__init__`` follows the data path: the sampler and the
+dataset's stages (stage 1-3, inside the plan), the batch builder with its planned
+buffers (stage 4), and the prefetch window (stage 6). Execution in workers (stage 5)
+is inline in this version.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
+
+from ._batching.builder import BatchBuilder
+from ._prefetch import DEFAULT_DEPTH, Prefetcher
+from ._stats import LoaderStats, bottleneck_verdict
+from .errors import IteratorFailed, LoaderTimeout
+
+if TYPE_CHECKING:
+    from ._loader import DataLoader
+
+__all__ = ["LoaderIterator", "StateBox"]
+
+B = TypeVar("B", default=Any)
+
+
+class StateBox:
+    """The latest state of the loader's most recent iterator (shared, not owning it)."""
+
+    __slots__ = ("carry_len", "finished", "state")
+
+    def __init__(self, state: dict[str, Any] | None) -> None:
+        self.state = state
+        self.carry_len = 0
+        self.finished = False  # the iterator ran to its end: state starts the next epoch
+
+
+class LoaderIterator(Generic[B]):
+    """One pass over one epoch of a :class:`DataLoader`.
+
+    Example:
+        >>> import json, stoker as sk
+        >>> loader = sk.DataLoader(sk.range(0, 6), batch_size=2, shuffle=True, seed=3)
+        >>> it = iter(loader)
+        >>> first = next(it)
+        >>> saved = json.dumps(it.state_dict())
+        >>> rest = [b.tolist() for b in it]
+        >>> rest == [b.tolist() for b in loader.iter(state=json.loads(saved))]
+        True
+
+    Resources:
+        Owns the background prefetch thread, if one was started. It ends when the
+        epoch is exhausted, on :meth:`close`, on leaving a ``with`` block, or when
+        the iterator is garbage collected.
+
+    Errors:
+        An exception raised while loading reaches ``next()`` as its own type, with a
+        note naming the sample index, batch and epoch;
+        :class:`~stoker.LoaderTimeout` when ``timeout`` passes without a batch.
+    """
+
+    def __init__(
+        self, loader: DataLoader[B], epoch: int, state: dict[str, Any] | None, box: StateBox
+    ) -> None:
+        cfg = loader._config
+        self._loader = loader
+        self._epoch = epoch
+        self._plan, self._builder = loader._plan(epoch, state)  # stages 1-4
+        depth = cfg.prefetch
+        if depth is None and cfg.timeout is not None:
+            depth = DEFAULT_DEPTH
+        self._window: Prefetcher[tuple[Any, dict[str, Any], int]] = Prefetcher(  # stage 6
+            self._plan.next_item, depth, cfg.timeout, name=f"stoker-prefetch-epoch{epoch}"
+        )
+        self._finalizer = weakref.finalize(self, _close_all, self._window, self._builder)
+        self._box = box
+        self._state: dict[str, Any] = self._plan.state()
+        box.state = self._state
+        carry = self._state.get("carry")
+        box.carry_len = len(carry) if isinstance(carry, list) else 0
+        self._batches = 0
+        self._samples = 0
+        self._created = time.perf_counter()
+        self._exhausted = False
+        self._failure: BaseException | None = None
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this iterator reads."""
+        return self._epoch
+
+    def __iter__(self) -> Iterator[B]:
+        return self
+
+    def __next__(self) -> B:
+        if self._failure is not None:
+            raise IteratorFailed(
+                f"this iterator already failed with {type(self._failure).__name__}; resume "
+                "after its last good batch with loader.iter(state=it.state_dict())"
+            ) from self._failure
+        if self._exhausted:
+            raise StopIteration
+        try:
+            batch, state, count = self._window.get()
+        except StopIteration:
+            self._exhausted = True
+            self._state = self._plan.final_state()
+            self._box.state = self._state
+            self._box.finished = True
+            self._finalizer()
+            raise
+        except LoaderTimeout:
+            raise  # the batch may still come: next() may be called again
+        except BaseException as exc:  # Ctrl-C included: never pretend the epoch ended
+            self._failure = exc
+            self._finalizer()
+            raise
+        self._state = state
+        self._box.state = state
+        self._batches += 1
+        self._samples += count
+        result: B = batch
+        return result
+
+    def state_dict(self) -> dict[str, Any]:
+        """The JSON-serialisable state right after the last batch this iterator yielded.
+
+        After the iterator is exhausted it is the start of the next epoch.
+        """
+        return self._state
+
+    def stats(self) -> LoaderStats:
+        """Counters and a bottleneck verdict for this iterator so far."""
+        w = self._window
+        counters = self._builder.counters if self._builder is not None else None
+        fetch = counters.fetch_seconds if counters else 0.0
+        collate = counters.collate_seconds if counters else 0.0
+        inline = not w.mode.startswith("background")
+        wait = w.wait_seconds + (w.produce_seconds if inline else 0.0)
+        elapsed = time.perf_counter() - self._created
+        pool = self._builder.pool if self._builder is not None else None
+        return LoaderStats(
+            batches=self._batches,
+            samples=self._samples,
+            wait_seconds=wait,
+            produce_seconds=w.produce_seconds,
+            fetch_seconds=fetch,
+            collate_seconds=collate,
+            elapsed_seconds=elapsed,
+            worker_mode="inline",
+            prefetch=w.mode,
+            skipped=list(counters.skipped) if counters else [],
+            recycled_batches=pool.recycled if pool else 0,
+            allocated_batches=pool.allocated if pool else 0,
+            bottleneck=bottleneck_verdict(
+                wait=wait, elapsed=elapsed, fetch=fetch, collate=collate, batches=self._batches
+            ),
+        )
+
+    def close(self) -> None:
+        """Stop loading and end the prefetch thread (idempotent)."""
+        self._exhausted = True
+        self._finalizer()
+
+    def __enter__(self) -> LoaderIterator[B]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_iterator, (self._loader, self._state))
+
+
+def _close_all(window: Prefetcher[Any], builder: BatchBuilder | None) -> None:
+    window.close()
+    if builder is not None:
+        builder.close()
+
+
+def _restore_iterator(loader: DataLoader[Any], state: dict[str, Any]) -> LoaderIterator[Any]:
+    return loader.iter(state=state)
