@@ -112,3 +112,16 @@ def test_resume_through_rollover_over_many_epochs():
     flat = [int(x) for b in run_epochs(loader, 4) for x in b]
     assert len(flat) == 24
     assert 3 not in flat
+
+
+def test_resume_of_a_batched_stream_and_of_a_user_stream():
+    ds = sk.from_iterable(lambda: range(10)).map(lambda x: x * 2).batch(3)
+    loader = sk.DataLoader(ds, batch_size=None)
+    assert [b.tolist() for b in loader] == [[0, 2, 4], [6, 8, 10], [12, 14, 16], [18]]
+    assert_resumes_exactly(loader, epochs=2)
+
+    class Counting(sk.IterDataset[int]):
+        def __iter__(self):
+            return iter(range(7))
+
+    assert_resumes_exactly(sk.DataLoader(Counting(), batch_size=2), epochs=2)
