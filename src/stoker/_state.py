@@ -1,9 +1,10 @@
-"""Loader state <-> JSON: versioned, validated, never unpickled.
+"""Saved states <-> JSON: versioned, validated, never unpickled.
 
-A loader state is a small dict of JSON types. Its header repeats the settings that
-decide which batches come next (seed, dataset length, batch size, ...); restoring a
-state into a loader whose settings differ is refused with a :class:`StateError`
-that names the field, instead of silently yielding other batches.
+A state is a small dict of JSON types. It repeats the settings that decide what comes
+next (a loader's seed, dataset length, batch size; a sampler's kind, length, seed);
+restoring it into an object whose settings differ is refused with a
+:class:`StateError` that names the field, instead of silently going on with other
+data. This module holds the checks that every stateful part of stoker uses.
 """
 
 from __future__ import annotations
@@ -14,17 +15,16 @@ from typing import Any
 
 from .errors import StateError
 
-__all__ = ["FORMAT", "check_state"]
+__all__ = ["FORMAT", "check_fields", "check_state", "state_int"]
 
 FORMAT = "stoker.loader/1"
 
-_HINTS = {
+_LOADER_HINTS = {
     "seed": "pass the same seed=",
     "dataset_len": "the dataset changed size since the state was saved",
     "batch_size": "pass the same batch_size=",
     "last_batch": "pass the same last_batch=",
     "shuffle": "pass the same shuffle=",
-    "kind": "a state of a map-style loader cannot restore a stream loader, and vice versa",
 }
 
 _REQUIRED = {
@@ -34,8 +34,70 @@ _REQUIRED = {
 }
 
 
+def check_fields(
+    state: object,
+    expected: Mapping[str, Any],
+    owner: object,
+    hints: Mapping[str, str] | None = None,
+) -> Mapping[str, Any]:
+    """Check that ``state`` is a mapping whose fields equal ``expected``.
+
+    ``expected`` holds ``"kind"`` first, so a state from another kind of object is
+    named as such before any of its parameters are compared. ``hints`` add, per
+    field, how to fix a mismatch.
+
+    Example:
+        >>> check_fields({"kind": "A", "n": 3}, {"kind": "A", "n": 3}, "a")["n"]
+        3
+
+    Errors:
+        StateError: ``state`` is not a mapping, or a field is missing or differs.
+    """
+    if not isinstance(state, Mapping):
+        raise StateError(
+            f"a state must be a dict as returned by state_dict(), got {type(state).__name__}"
+        )
+    kind = expected.get("kind")
+    if kind is not None and state.get("kind") != kind:
+        raise StateError(
+            f"the state was saved by {state.get('kind')!r}, not by a {kind}: "
+            f"restore it into the kind of object that saved it"
+        )
+    for key, value in expected.items():
+        if key not in state:
+            raise StateError(f"the state has no {key!r} field, so {owner} cannot restore it")
+        if state[key] != value:
+            hint = (hints or {}).get(
+                key,
+                "restore into an object built with the same arguments as the one that "
+                "saved the state",
+            )
+            raise StateError(
+                f"the state was saved with {key}={state[key]!r}, but {owner} has "
+                f"{key}={value!r}; refusing to go on with other data ({hint})"
+            )
+    return state
+
+
+def state_int(state: Mapping[str, Any], key: str, owner: object) -> int:
+    """Read a non-negative int field of a saved state.
+
+    Errors:
+        StateError: the field is missing or is not a non-negative int.
+    """
+    if key not in state:
+        raise StateError(f"the state has no {key!r} field, so {owner} cannot restore it")
+    value = state[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StateError(
+            f"the state's {key!r} must be an int >= 0, got {value!r}: "
+            "pass a state returned by state_dict(), unchanged"
+        )
+    return value
+
+
 def check_state(state: object, header: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate ``state`` against this loader's ``header`` and return a clean copy.
+    """Validate a loader ``state`` against the loader's ``header``; return a clean copy.
 
     Example:
         >>> check_state({"format": FORMAT, "kind": "batch_sampler", "seed": 0,
@@ -47,29 +109,19 @@ def check_state(state: object, header: Mapping[str, Any]) -> dict[str, Any]:
         StateError: not a stoker state, another format version, a field that
             differs from this loader's settings, or missing fields.
     """
-    if not isinstance(state, Mapping):
-        raise StateError(f"a loader state is a dict, got {type(state).__name__}")
-    if state.get("format") != FORMAT:
+    if not isinstance(state, Mapping) or state.get("format") != FORMAT:
+        got = state.get("format") if isinstance(state, Mapping) else type(state).__name__
         raise StateError(
-            f"not a stoker loader state of format {FORMAT!r} (got format "
-            f"{state.get('format')!r}): pass what it.state_dict() or loader.state_dict() returned"
+            f"not a stoker loader state of format {FORMAT!r} (got {got!r}): pass what "
+            "it.state_dict() or loader.state_dict() returned"
         )
-    for key, expected in header.items():
-        if state.get(key) != expected:
-            hint = _HINTS.get(key, "")
-            raise StateError(
-                f"the state was saved with {key}={state.get(key)!r}, but this loader has "
-                f"{key}={expected!r}; refusing to resume with other batches"
-                + (f" ({hint})" if hint else "")
-            )
+    expected = {"kind": header["kind"], **header}
+    check_fields(state, expected, "this loader", _LOADER_HINTS)
     missing = [k for k in _REQUIRED[header["kind"]] if k not in state]
     if missing:
         raise StateError(f"the state lacks the fields {missing}: it is damaged or hand-made")
-    epoch, batches = state["epoch"], state["batches"]
-    if not isinstance(epoch, int) or epoch < 0 or not isinstance(batches, int) or batches < 0:
-        raise StateError(
-            f"the state has epoch={epoch!r}, batches={batches!r}: both must be ints >= 0"
-        )
+    state_int(state, "epoch", "this loader")
+    state_int(state, "batches", "this loader")
     try:
         clean: dict[str, Any] = json.loads(json.dumps(state))
     except (TypeError, ValueError) as exc:

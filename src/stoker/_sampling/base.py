@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._state import check_fields, state_int
 from ..errors import ConfigError, StateError
 
 __all__ = ["IndexArray", "Sampler", "SamplerCursor"]
@@ -72,54 +73,6 @@ def check_int(value: object, what: str, *, minimum: int) -> int:
     if result < minimum:
         raise ConfigError(f"{what} must be an int >= {minimum}, got {result}")
     return result
-
-
-def state_int(state: Mapping[str, Any], key: str, owner: object) -> int:
-    """Read a non-negative int field of a saved state.
-
-    Errors:
-        StateError: the field is missing or is not a non-negative int.
-    """
-    if key not in state:
-        raise StateError(f"the state has no {key!r} field, so {owner!r} cannot restore it")
-    value = state[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise StateError(
-            f"the state's {key!r} must be an int >= 0, got {value!r}: "
-            "pass a state returned by state_dict(), unchanged"
-        )
-    return value
-
-
-def check_fields(state: object, expected: Mapping[str, Any], owner: object) -> Mapping[str, Any]:
-    """Check that ``state`` is a mapping whose fields equal ``expected``.
-
-    ``expected`` holds ``"kind"`` first, so a state from another kind of object is
-    named as such before any of its parameters are compared.
-
-    Errors:
-        StateError: ``state`` is not a mapping, or a field is missing or differs.
-    """
-    if not isinstance(state, Mapping):
-        raise StateError(
-            f"a state must be a dict as returned by state_dict(), got {type(state).__name__}"
-        )
-    kind = expected.get("kind")
-    if kind is not None and state.get("kind") != kind:
-        raise StateError(
-            f"the state was saved by {state.get('kind')!r}, not by a {kind}: "
-            f"restore it into the kind of object that saved it"
-        )
-    for key, value in expected.items():
-        if key not in state:
-            raise StateError(f"the state has no {key!r} field, so {owner!r} cannot restore it")
-        if state[key] != value:
-            raise StateError(
-                f"the state's {key!r} is {state[key]!r} but {owner!r} has {value!r}: "
-                "restore into an object built with the same arguments as the one that "
-                "saved the state"
-            )
-    return state
 
 
 class SamplerCursor(abc.ABC, Iterator[int]):

@@ -15,14 +15,13 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
+from .._state import check_fields, state_int
 from ..errors import ConfigError, StateError
 from .base import (
     IndexArray,
     Sampler,
     SamplerCursor,
-    check_fields,
     check_int,
-    state_int,
 )
 from .sequential import SequentialSampler
 
