@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from .._state import check_fields, state_int
 from ..errors import ConfigError, StateError
+from .stateful import EpochStateful
 
 __all__ = ["IndexArray", "Sampler", "SamplerCursor"]
 
@@ -91,15 +92,22 @@ class SamplerCursor(abc.ABC, Iterator[int]):
         ConfigError: ``take`` with a negative count.
     """
 
-    @property
-    @abc.abstractmethod
-    def epoch(self) -> int:
-        """The epoch this cursor walks."""
+    _sampler: Sampler
+    _epoch: int
+    _position: int
 
     @property
-    @abc.abstractmethod
+    def epoch(self) -> int:
+        """The epoch this cursor walks."""
+        return self._epoch
+
+    @property
     def position(self) -> int:
         """How many indices this epoch has handed out so far."""
+        return self._position
+
+    def __repr__(self) -> str:
+        return f"<cursor of {self._sampler!r} at epoch {self._epoch}, position {self._position}>"
 
     @abc.abstractmethod
     def take(self, n: int) -> IndexArray:
@@ -154,14 +162,6 @@ class IndexCursor(SamplerCursor):
         self._position = position
         self._length = len(sampler)
 
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    @property
-    def position(self) -> int:
-        return self._position
-
     def take(self, n: int) -> IndexArray:
         count = check_int(n, "take(n)", minimum=0)
         start = self._position
@@ -175,11 +175,8 @@ class IndexCursor(SamplerCursor):
     def state_dict(self) -> dict[str, Any]:
         return self._sampler._cursor_state(self._epoch, self._position, self._order.state_fields())
 
-    def __repr__(self) -> str:
-        return f"<cursor of {self._sampler!r} at epoch {self._epoch}, position {self._position}>"
 
-
-class Sampler(abc.ABC):
+class Sampler(EpochStateful[SamplerCursor]):
     """An order over the indices ``[0, source_len)`` for every epoch.
 
     The order of an epoch is a pure function of the sampler's arguments (its seed among
@@ -210,9 +207,6 @@ class Sampler(abc.ABC):
     """
 
     _cache: Any = None
-    _epoch: int = 0
-    _pending: dict[str, Any] | None = None
-    _last: SamplerCursor | None = None
 
     @property
     @abc.abstractmethod
@@ -279,56 +273,28 @@ class Sampler(abc.ABC):
             )
         return self.cursor(epoch, position)
 
-    # torch-style stateful use
+    # torch-style stateful use (EpochStateful)
 
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch that the next ``iter(self)`` walks.
+    def _start_cursor(self, epoch: int) -> SamplerCursor:
+        return self.cursor(epoch)
 
-        Errors:
-            ConfigError: ``epoch`` is not an int >= 0.
-        """
-        epoch = check_int(epoch, "epoch", minimum=0)
-        if self._pending is not None and self._pending["epoch"] != epoch:
-            self._pending = None
-        if epoch != self._epoch:
-            self._last = None
-        self._epoch = epoch
+    def _resume_cursor(self, state: Mapping[str, Any]) -> SamplerCursor:
+        return self.restore(state)
+
+    def _start_state(self, epoch: int) -> dict[str, Any]:
+        return self._fresh_state(epoch)
+
+    def _loaded_epoch(self, state: Mapping[str, Any]) -> int:
+        # Checked without opening a cursor, which may be costly for a wrapped sampler.
+        checked = self._check_state(state)
+        state_int(checked, "position", self)
+        return state_int(checked, "epoch", self)
 
     def __iter__(self) -> SamplerCursor:
-        pending, self._pending = self._pending, None
-        cursor = self.restore(pending) if pending is not None else self.cursor(self._epoch)
-        self._last = cursor
-        return cursor
-
-    def state_dict(self) -> dict[str, Any]:
-        """Return the state of the cursor most recently returned by ``iter(self)``.
-
-        Before any ``iter``, this is the loaded state, or the start of the epoch given
-        to ``set_epoch``.
-        """
-        if self._pending is not None:
-            return dict(self._pending)
-        if self._last is not None:
-            return self._last.state_dict()
-        return self._fresh_state(self._epoch)
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Make the next ``iter(self)`` resume at ``state``.
-
-        Errors:
-            StateError: as for :meth:`restore`; checked now, not at ``iter``.
-        """
-        checked = self._check_state(state)
-        epoch = state_int(checked, "epoch", self)
-        state_int(checked, "position", self)
-        self._pending = dict(checked)
-        self._epoch = epoch
-        self._last = None
+        return self._next_cursor()
 
     def __getstate__(self) -> dict[str, Any]:
-        # A pickle is the description plus the epoch and any loaded state; caches and
-        # open cursors (which may hold a live iterator) stay behind.
-        state = dict(self.__dict__)
+        # A pickle is the description plus the epoch and any loaded state.
+        state = super().__getstate__()
         state.pop("_cache", None)
-        state.pop("_last", None)
         return state

@@ -24,6 +24,7 @@ from .base import (
     check_int,
 )
 from .sequential import SequentialSampler
+from .stateful import EpochStateful
 
 __all__ = ["BatchCursor", "BatchSampler", "LastBatch"]
 
@@ -148,7 +149,7 @@ def _looks_like_foreign_sampler(obj: object) -> bool:
     return isinstance(obj, Iterable) and not hasattr(obj, "__getitem__")
 
 
-class BatchSampler:
+class BatchSampler(EpochStateful[BatchCursor]):
     """Cuts a sampler's epochs into batches of ``batch_size`` indices.
 
     ``last_batch`` decides the end of an epoch whose length is not a multiple of
@@ -210,8 +211,6 @@ class BatchSampler:
                 f"last_batch must be one of {', '.join(map(repr, _CHOICES))}, got {last_batch!r}"
             )
         self._last_batch: LastBatch = last_batch
-        self._epoch = 0
-        self._pending: dict[str, Any] | None = None
 
     @property
     def sampler(self) -> Sampler:
@@ -350,62 +349,21 @@ class BatchSampler:
             raise StateError(f"the state's {key!r} must be a list of ints, got {values!r}")
         return self._check_carry(cast(list[int], values), StateError)
 
-    # torch-style stateful use
+    # torch-style stateful use (EpochStateful)
 
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch that the next ``iter(self)`` walks.
+    def _start_cursor(self, epoch: int) -> BatchCursor:
+        return self.batch_cursor(epoch, 0, self.carry_into(epoch))
 
-        Errors:
-            ConfigError: ``epoch`` is not an int >= 0.
-        """
-        epoch = check_int(epoch, "epoch", minimum=0)
-        if self._pending is not None and self._pending["epoch"] != epoch:
-            self._pending = None
-        if epoch != self._epoch:
-            self._last = None
-        self._epoch = epoch
+    def _resume_cursor(self, state: Mapping[str, Any]) -> BatchCursor:
+        return self.restore(state)
 
     def __iter__(self) -> Iterator[list[int]]:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            cursor = self.restore(pending)
-        else:
-            cursor = self.batch_cursor(self._epoch, 0, self.carry_into(self._epoch))
-        self._last = cursor
-        return self._batches(cursor)
+        return self._batches(self._next_cursor())
 
     @staticmethod
     def _batches(cursor: BatchCursor) -> Iterator[list[int]]:
         while (batch := cursor.next_batch()) is not None:
             yield batch.tolist()
-
-    def state_dict(self) -> dict[str, Any]:
-        """Return the state of the batch cursor most recently opened by ``iter(self)``.
-
-        Before any ``iter``, this is the loaded state, or the start of the epoch given
-        to ``set_epoch``.
-        """
-        if self._pending is not None:
-            return dict(self._pending)
-        if self._last is not None:
-            return self._last.state_dict()
-        return self.batch_cursor(self._epoch, 0, self.carry_into(self._epoch)).state_dict()
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Make the next ``iter(self)`` resume at ``state``.
-
-        Errors:
-            StateError: as for :meth:`restore`; checked now.
-        """
-        cursor = self.restore(state)
-        self._pending = dict(state)
-        self._epoch = cursor.epoch
-        self._last = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.pop("_last", None)  # an open cursor may hold a live iterator
-        return state
 
     def __repr__(self) -> str:
         return (

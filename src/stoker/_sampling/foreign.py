@@ -34,14 +34,6 @@ class _ForeignCursor(SamplerCursor):
             )
         self._position = position
 
-    @property
-    def epoch(self) -> int:
-        return self._epoch
-
-    @property
-    def position(self) -> int:
-        return self._position
-
     def take(self, n: int) -> IndexArray:
         count = check_int(n, "take(n)", minimum=0)
         if count == 0:
@@ -68,9 +60,6 @@ class _ForeignCursor(SamplerCursor):
 
     def state_dict(self) -> dict[str, Any]:
         return self._sampler._cursor_state(self._epoch, self._position, {})
-
-    def __repr__(self) -> str:
-        return f"<cursor of {self._sampler!r} at epoch {self._epoch}, position {self._position}>"
 
 
 class ForeignSampler(Sampler):
