@@ -31,7 +31,7 @@ from .errors import FilteredOut
 if TYPE_CHECKING:
     from ._transforms.stream import BatchedStream
 
-__all__ = ["Dataset", "IterDataset", "StreamCursor", "as_index_array"]
+__all__ = ["Dataset", "DatasetNode", "IterDataset", "StreamCursor", "UnaryNode", "as_index_array"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -193,6 +193,25 @@ class DatasetNode(Dataset[T]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(len={len(self)})"
+
+
+class UnaryNode(DatasetNode[T]):
+    """Base of stages over one parent: its length and its filter flag are the parent's.
+
+    Subclasses call ``super().__init__(parent)`` and read records through
+    ``self._parent``; a stage that changes the length sets ``self._len``.
+    """
+
+    def __init__(self, parent: Dataset[Any]) -> None:
+        self._parent = parent
+        self._len = len(parent)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def _may_skip(self) -> bool:
+        return self._parent._may_skip
 
 
 class StreamCursor(Protocol[T_co]):

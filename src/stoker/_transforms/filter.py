@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._context import SKIP, Context, Skip
-from .._dataset import Dataset, DatasetNode
+from .._dataset import Dataset, UnaryNode
 from .map import require_callable
 
 __all__ = ["FilterDataset"]
@@ -16,7 +16,7 @@ __all__ = ["FilterDataset"]
 T = TypeVar("T")
 
 
-class FilterDataset(DatasetNode[T]):
+class FilterDataset(UnaryNode[T]):
     """The parent's records, with ``SKIP`` where ``pred(record)`` is false.
 
     The length stays the parent's (an upper bound): a loader fills each batch with
@@ -36,12 +36,8 @@ class FilterDataset(DatasetNode[T]):
 
     def __init__(self, parent: Dataset[T], pred: Callable[[T], Any]) -> None:
         require_callable(pred, "filter")
-        self._parent = parent
+        super().__init__(parent)
         self._pred = pred
-        self._len = len(parent)
-
-    def __len__(self) -> int:
-        return self._len
 
     @property
     def _may_skip(self) -> bool:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._context import SKIP, Context, Skip
-from .._dataset import Dataset, DatasetNode
+from .._dataset import Dataset, UnaryNode
 from .._rng import reused_record_rng
 
 __all__ = ["MapDataset", "require_callable"]
@@ -22,7 +22,7 @@ def require_callable(fn: object, what: str) -> None:
         raise TypeError(f"{what}() needs a callable, got {type(fn).__name__}")
 
 
-class MapDataset(DatasetNode[U]):
+class MapDataset(UnaryNode[U]):
     """Record ``i`` is ``fn(parent[i])``; built by ``Dataset.map``.
 
     With ``seeded=True`` it is ``fn(parent[i], rng)``, where ``rng`` is a NumPy
@@ -44,17 +44,9 @@ class MapDataset(DatasetNode[U]):
 
     def __init__(self, parent: Dataset[Any], fn: Callable[..., U], seeded: bool = False) -> None:
         require_callable(fn, "map")
-        self._parent = parent
+        super().__init__(parent)
         self._fn = fn
         self._seeded = bool(seeded)
-        self._len = len(parent)
-
-    def __len__(self) -> int:
-        return self._len
-
-    @property
-    def _may_skip(self) -> bool:
-        return self._parent._may_skip
 
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[U | Skip]:
         records = self._parent._fetch(indices, ctx.child(0))

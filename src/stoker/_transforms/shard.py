@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._context import Context, Skip
-from .._dataset import Dataset, DatasetNode
+from .._dataset import Dataset, UnaryNode
 from .._sampling.shard import Shard
 from ..errors import ConfigError
 
@@ -16,7 +16,7 @@ __all__ = ["ShardDataset"]
 T = TypeVar("T")
 
 
-class ShardDataset(DatasetNode[T]):
+class ShardDataset(UnaryNode[T]):
     """Record ``i`` is ``parent[index + i * count]``; every shard has ``len // count`` records.
 
     The last ``len(parent) % count`` records belong to no shard, so that every
@@ -41,17 +41,10 @@ class ShardDataset(DatasetNode[T]):
                 f"shard({index}, {count}) of a dataset with {n} records would be empty: "
                 f"use at most {n} shards"
             )
-        self._parent = parent
+        super().__init__(parent)
         self._index = shard.index
         self._count = shard.count
         self._len = n // shard.count
-
-    def __len__(self) -> int:
-        return self._len
-
-    @property
-    def _may_skip(self) -> bool:
-        return self._parent._may_skip
 
     def _parent_indices(self, indices: np.ndarray) -> np.ndarray:
         if self._count == 1:

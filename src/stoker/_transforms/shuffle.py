@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._context import Context, Skip
-from .._dataset import Dataset, DatasetNode
+from .._dataset import Dataset, UnaryNode
 from .._rng import epoch_rng
 from ..errors import ConfigError
 
@@ -18,7 +18,7 @@ T = TypeVar("T")
 _SALT = 0x5348_5546  # keeps this stage's permutations apart from the samplers'
 
 
-class ShuffleDataset(DatasetNode[T]):
+class ShuffleDataset(UnaryNode[T]):
     """Record ``i`` is ``parent[perm[i]]``, ``perm`` drawn from (seed, epoch).
 
     The permutation of the current epoch is kept (8 bytes per record) and rebuilt
@@ -39,16 +39,8 @@ class ShuffleDataset(DatasetNode[T]):
     def __init__(self, parent: Dataset[T], seed: int) -> None:
         if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
             raise ConfigError(f"shuffle() needs seed as an int >= 0, got {seed!r}")
-        self._parent = parent
+        super().__init__(parent)
         self._seed = int(seed)
-        self._len = len(parent)
-
-    def __len__(self) -> int:
-        return self._len
-
-    @property
-    def _may_skip(self) -> bool:
-        return self._parent._may_skip
 
     def permutation(self, epoch: int) -> np.ndarray:
         """The parent indices in this stage's order for ``epoch`` (int64, do not modify)."""
