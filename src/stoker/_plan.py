@@ -26,7 +26,6 @@ from ._batching.builder import BatchBuilder, add_location
 from ._context import SKIP, Context
 from ._dataset import IterDataset, StreamCursor
 from ._sampling.base import Sampler, SamplerCursor
-from ._sampling.shard import Shard
 from .errors import StateError
 
 __all__ = ["BatchSamplerPlan", "MapPlan", "StreamPlan"]
@@ -34,7 +33,28 @@ __all__ = ["BatchSamplerPlan", "MapPlan", "StreamPlan"]
 Item = tuple[Any, dict[str, Any], int]
 
 
-class MapPlan:
+class _Plan:
+    """What every plan shares: the loader's state header and the (epoch, batches) reached."""
+
+    def __init__(self, header: dict[str, Any], epoch: int, state: dict[str, Any] | None) -> None:
+        self._header = header
+        self._epoch: int = epoch if state is None else state["epoch"]
+        self._batches: int = 0 if state is None else state["batches"]
+        self._done = False
+
+    def _where(self) -> str:
+        return f"batch {self._batches} of epoch {self._epoch}"
+
+    def _state(self, **fields: Any) -> dict[str, Any]:
+        """The state right after the last batch handed out, with the plan's own fields."""
+        return {**self._header, "epoch": self._epoch, "batches": self._batches, **fields}
+
+    def _next_epoch_state(self, **fields: Any) -> dict[str, Any]:
+        """The state that starts the next epoch, with the plan's own fields."""
+        return {**self._header, "epoch": self._epoch + 1, "batches": 0, **fields}
+
+
+class MapPlan(_Plan):
     """Batches of a map-style dataset in the order of a sampler."""
 
     def __init__(
@@ -56,39 +76,26 @@ class MapPlan:
         self._last_batch = last_batch if batch_size is not None else "keep"
         self._seed = seed
         self._skips = skips or not self._collate
-        self._header = header
+        super().__init__(header, epoch, state)
+        self._carry: list[tuple[int, int]] = []  # (epoch, index) carried into this epoch
         if state is None:
-            self._epoch, self._batches, carry = epoch, 0, []
             self._cursor: SamplerCursor = sampler.cursor(epoch, 0)
         else:
-            self._epoch, self._batches = state["epoch"], state["batches"]
-            carry = [(int(e), int(i)) for e, i in state["carry"]]
+            self._carry = [(int(e), int(i)) for e, i in state["carry"]]
             self._cursor = sampler.restore(state["sampler"])
             if self._cursor.epoch != self._epoch:
                 raise StateError("state is inconsistent: its sampler is at another epoch")
-        self._carry = carry
         self._ready: deque[tuple[Any, int, int]] = deque()  # (record, epoch, index) read ahead
         self._chunk = batch_size if batch_size is not None else 32
         self._position = self._cursor.position
-        self._done = False
         self._final: dict[str, Any] | None = None
 
     def _ctx(self, epoch: int) -> Context:
         return Context(self._seed, epoch)
 
-    def _where(self) -> str:
-        return f"batch {self._batches} of epoch {self._epoch}"
-
     def state(self) -> dict[str, Any]:
-        sampler_state = dict(self._cursor.state_dict())
-        sampler_state["position"] = self._position
-        return {
-            **self._header,
-            "epoch": self._epoch,
-            "batches": self._batches,
-            "carry": [[e, i] for e, i in self._carry],
-            "sampler": sampler_state,
-        }
+        sampler_state = {**self._cursor.state_dict(), "position": self._position}
+        return self._state(carry=[[e, i] for e, i in self._carry], sampler=sampler_state)
 
     def final_state(self) -> dict[str, Any]:
         if self._final is None:
@@ -98,15 +105,11 @@ class MapPlan:
     def _finish(self, leftover: list[tuple[int, int]]) -> None:
         self._done = True
         self._position = 0
-        nxt = self._cursor.state_dict()
         carry = leftover if self._last_batch == "rollover" else []
-        self._final = {
-            **self._header,
-            "epoch": self._epoch + 1,
-            "batches": 0,
-            "carry": [[e, i] for e, i in carry],
-            "sampler": {**nxt, "epoch": self._epoch + 1, "position": 0},
-        }
+        self._final = self._next_epoch_state(
+            carry=[[e, i] for e, i in carry],
+            sampler={**self._cursor.state_dict(), "epoch": self._epoch + 1, "position": 0},
+        )
 
     def next_item(self) -> Item | None:
         if self._done:
@@ -174,7 +177,7 @@ class MapPlan:
         return batch, self.state(), len(taken)
 
 
-class BatchSamplerPlan:
+class BatchSamplerPlan(_Plan):
     """Batches exactly as a user's batch sampler yields them (resumes by fast-forward)."""
 
     def __init__(
@@ -188,12 +191,10 @@ class BatchSamplerPlan:
         epoch: int,
         state: dict[str, Any] | None,
     ) -> None:
+        super().__init__(header, epoch, state)
         self._builder = builder
         self._seed = seed
-        self._header = header
         self._len = dataset_len
-        self._epoch = epoch if state is None else state["epoch"]
-        self._batches = 0 if state is None else state["batches"]
         if hasattr(batch_sampler, "set_epoch"):
             batch_sampler.set_epoch(self._epoch)
         self._it: Iterator[Any] = iter(batch_sampler)
@@ -203,13 +204,12 @@ class BatchSamplerPlan:
                     f"state is at batch {self._batches} of epoch {self._epoch}, but the batch "
                     "sampler yields fewer batches: it is not the sampler the state was saved with"
                 )
-        self._done = False
 
     def state(self) -> dict[str, Any]:
-        return {**self._header, "epoch": self._epoch, "batches": self._batches}
+        return self._state()
 
     def final_state(self) -> dict[str, Any]:
-        return {**self._header, "epoch": self._epoch + 1, "batches": 0}
+        return self._next_epoch_state()
 
     def next_item(self) -> Item | None:
         while not self._done:
@@ -218,7 +218,7 @@ class BatchSamplerPlan:
                 self._done = True
                 return None
             idx = np.asarray(list(indices), dtype=np.int64)
-            where = f"batch {self._batches} of epoch {self._epoch}"
+            where = self._where()
             if idx.size and (idx.min() < 0 or idx.max() >= self._len):
                 bad = int(idx.min() if idx.min() < 0 else idx.max())
                 raise IndexError(
@@ -236,7 +236,7 @@ class BatchSamplerPlan:
         return None
 
 
-class StreamPlan:
+class StreamPlan(_Plan):
     """Batches of consecutive records of a stream."""
 
     def __init__(
@@ -251,29 +251,20 @@ class StreamPlan:
         epoch: int,
         state: dict[str, Any] | None,
     ) -> None:
+        super().__init__(header, epoch, state)
         self._builder = builder
         self._batch_size = batch_size
         self._last_batch = last_batch
-        self._header = header
-        self._epoch = epoch if state is None else state["epoch"]
-        self._batches = 0 if state is None else state["batches"]
-        ctx = Context(seed, self._epoch, (), Shard(0, 1))
-        self._cursor: StreamCursor[Any] = dataset._open(
-            ctx, None if state is None else state["stream"]
-        )
         self._stream_state: dict[str, Any] | None = None if state is None else state["stream"]
-        self._done = False
+        self._cursor: StreamCursor[Any] = dataset._open(
+            Context(seed, self._epoch), self._stream_state
+        )
 
     def state(self) -> dict[str, Any]:
-        return {
-            **self._header,
-            "epoch": self._epoch,
-            "batches": self._batches,
-            "stream": self._stream_state,
-        }
+        return self._state(stream=self._stream_state)
 
     def final_state(self) -> dict[str, Any]:
-        return {**self._header, "epoch": self._epoch + 1, "batches": 0, "stream": None}
+        return self._next_epoch_state(stream=None)
 
     def next_item(self) -> Item | None:
         if self._done:
@@ -286,11 +277,7 @@ class StreamPlan:
         except StopIteration:
             pass
         except Exception as exc:
-            add_location(
-                exc,
-                None,
-                f"record {len(records)} of batch {self._batches} of epoch {self._epoch} (a stream)",
-            )
+            add_location(exc, None, f"record {len(records)} of {self._where()} (a stream)")
             raise
         if not records or (len(records) < size and self._last_batch == "drop"):
             self._done = True
