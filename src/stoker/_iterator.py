@@ -29,7 +29,8 @@ B = TypeVar("B", default=Any)
 
 
 class StateBox:
-    """The latest state of the loader's most recent iterator (shared, not owning it)."""
+    """An iterator's latest state, shared with its loader (which reads the box of its
+    most recent iterator, without keeping that iterator alive)."""
 
     __slots__ = ("carry_len", "finished", "state")
 
@@ -78,9 +79,9 @@ class LoaderIterator(Generic[B]):
         )
         self._finalizer = weakref.finalize(self, _close_all, self._window, self._builder)
         self._box = box
-        self._state: dict[str, Any] = self._plan.state()
-        box.state = self._state
-        carry = self._state.get("carry")
+        start = self._plan.state()
+        box.state = start
+        carry = start.get("carry")
         box.carry_len = len(carry) if isinstance(carry, list) else 0
         self._batches = 0
         self._samples = 0
@@ -108,8 +109,7 @@ class LoaderIterator(Generic[B]):
             batch, state, count = self._window.get()
         except StopIteration:
             self._exhausted = True
-            self._state = self._plan.final_state()
-            self._box.state = self._state
+            self._box.state = self._plan.final_state()
             self._box.finished = True
             self._finalizer()
             raise
@@ -119,7 +119,6 @@ class LoaderIterator(Generic[B]):
             self._failure = exc
             self._finalizer()
             raise
-        self._state = state
         self._box.state = state
         self._batches += 1
         self._samples += count
@@ -131,7 +130,10 @@ class LoaderIterator(Generic[B]):
 
         After the iterator is exhausted it is the start of the next epoch.
         """
-        return self._state
+        state = self._box.state
+        if state is None:
+            raise RuntimeError("an iterator always has a state")
+        return state
 
     def stats(self) -> LoaderStats:
         """Counters and a bottleneck verdict for this iterator so far."""
@@ -173,7 +175,7 @@ class LoaderIterator(Generic[B]):
         self.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore_iterator, (self._loader, self._state))
+        return (_restore_iterator, (self._loader, self.state_dict()))
 
 
 def _close_all(window: Prefetcher[Any], builder: BatchBuilder | None) -> None:

@@ -1,26 +1,14 @@
-import json
 import pickle
 
 import pytest
 
 import stoker as sk
 from stoker._context import Context
-
-
-def run(ds, ctx):
-    """Every record of a stream and the JSON state after each one (and before the first)."""
-    cursor = ds._open(ctx, None)
-    records, states = [], [json.loads(json.dumps(cursor.state_dict()))]
-    while True:
-        try:
-            records.append(next(cursor))
-        except StopIteration:
-            return records, states
-        states.append(json.loads(json.dumps(cursor.state_dict())))
+from stream_helpers import read_with_states
 
 
 def assert_resumes_at_every_step(ds, ctx):
-    records, states = run(ds, ctx)
+    records, states = read_with_states(ds, ctx)
     for k, state in enumerate(states):
         assert list(ds._open(ctx, state)) == records[k:], f"resumed after {k} records"
     return records

@@ -1,4 +1,3 @@
-import json
 import pickle
 
 import numpy as np
@@ -7,17 +6,7 @@ import pytest
 import stoker as sk
 from stoker._context import Context
 from stoker._rng import record_rng
-
-
-def run(ds, ctx):
-    cursor = ds._open(ctx, None)
-    records, states = [], [json.loads(json.dumps(cursor.state_dict()))]
-    while True:
-        try:
-            records.append(next(cursor))
-        except StopIteration:
-            return records, states
-        states.append(json.loads(json.dumps(cursor.state_dict())))
+from stream_helpers import read_with_states
 
 
 def plain(value):
@@ -76,7 +65,7 @@ def test_seeded_stream_map_draws_by_stream_position():
 def test_resume_at_every_step_equals_the_uninterrupted_stream(shard):
     ds = pipeline()
     ctx = Context(seed=11, epoch=2, shard=shard)
-    records, states = run(ds, ctx)
+    records, states = read_with_states(ds, ctx)
     assert records
     for k, state in enumerate(states):
         assert as_plain(ds._open(ctx, state)) == as_plain(records[k:])
