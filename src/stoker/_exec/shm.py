@@ -1,0 +1,152 @@
+"""``Segment``: anonymous shared memory that no exit path can leak.
+
+A segment is a Linux ``memfd``: memory with no name in any file system, freed by the
+kernel when the last file descriptor and the last mapping are gone. The owner (the
+main process) creates it and keeps its descriptor; another process attaches by
+opening ``/proc/<owner pid>/fd/<fd>`` and mapping it. So nothing is left in
+``/dev/shm`` when a worker or the parent is killed with SIGKILL: the memory dies with
+the last process that maps it. In ``/proc/<pid>/fd`` and ``/proc/<pid>/maps`` a
+segment shows as ``/memfd:stoker-<purpose> (deleted)``, which tells it apart from
+other programs' memory.
+
+Where memfd or ``/proc`` is missing (not Linux), :func:`sharing_available` is False
+and callers fall back to copying.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "PREFIX",
+    "Segment",
+    "SegmentHandle",
+    "attach",
+    "is_sharing",
+    "sharing_available",
+    "sharing_for_workers",
+]
+
+PREFIX = "stoker-"
+"""Every segment's memfd name starts with this."""
+
+_available: bool | None = None
+
+
+def sharing_available() -> bool:
+    """True where segments work: ``os.memfd_create`` and ``/proc/<pid>/fd`` exist."""
+    global _available
+    if _available is None:
+        _available = hasattr(os, "memfd_create") and os.path.isdir(f"/proc/{os.getpid()}/fd")
+    return _available
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentHandle:
+    """What another process needs to attach a segment (it pickles to three ints)."""
+
+    pid: int
+    fd: int
+    size: int
+
+
+class Segment:
+    """``size`` bytes of anonymous shared memory, mapped in this process.
+
+    Example:
+        >>> seg = Segment(4096, "doctest")
+        >>> seg.array[:3] = [1, 2, 3]
+        >>> bytes(attach(seg.handle).array[:3])
+        b'\\x01\\x02\\x03'
+        >>> seg.close()
+
+    Resources:
+        The creating process owns the descriptor, which lets other processes attach;
+        :meth:`close` (idempotent) releases it and this process's reference to the
+        mapping. The memory itself is freed once no process maps it any more, so
+        NumPy views handed out earlier stay valid after :meth:`close`.
+    """
+
+    def __init__(self, size: int, purpose: str, *, _fd: int | None = None) -> None:
+        if size < 1:
+            raise ValueError(f"a segment needs at least one byte, got size={size}")
+        self.size = size
+        self.purpose = purpose
+        owner = _fd is None
+        fd = os.memfd_create(PREFIX + purpose, os.MFD_CLOEXEC) if _fd is None else _fd
+        try:
+            if owner:
+                os.ftruncate(fd, size)
+            self._mmap: mmap.mmap | None = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        if owner:
+            self._fd: int | None = fd
+        else:  # an attached segment needs no descriptor once it is mapped
+            os.close(fd)
+            self._fd = None
+        self.array: np.ndarray = np.frombuffer(self._mmap, dtype=np.uint8)
+        self._pid = os.getpid()
+
+    @property
+    def handle(self) -> SegmentHandle:
+        """How another process attaches this segment (only while the owner has it open)."""
+        if self._fd is None:
+            raise RuntimeError("only the process that created a segment can share it")
+        return SegmentHandle(self._pid, self._fd, self.size)
+
+    @property
+    def closed(self) -> bool:
+        return self._mmap is None
+
+    def close(self) -> None:
+        """Drop the descriptor and this object's mapping reference (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        self._mmap = None  # the mapping goes when the last view of ``array`` does
+
+    def __repr__(self) -> str:
+        return f"Segment({self.purpose!r}, size={self.size})"
+
+
+def attach(handle: SegmentHandle) -> Segment:
+    """Map a segment created by another (living) process.
+
+    Errors:
+        OSError: the owner has exited or closed the segment.
+    """
+    fd = os.open(f"/proc/{handle.pid}/fd/{handle.fd}", os.O_RDWR | os.O_CLOEXEC)
+    return Segment(handle.size, "attached", _fd=fd)
+
+
+_sharing = threading.local()
+
+
+@contextlib.contextmanager
+def sharing_for_workers() -> Iterator[None]:
+    """While active, in-memory sources pickle their data as shared segments.
+
+    The loader wraps the one pickling of the pipeline that goes to its process
+    workers in it; any other pickling (``pickle.dumps(it)``, a user saving a
+    dataset) copies the data as usual.
+    """
+    depth = getattr(_sharing, "depth", 0)
+    _sharing.depth = depth + 1
+    try:
+        yield
+    finally:
+        _sharing.depth = depth
+
+
+def is_sharing() -> bool:
+    """True inside :func:`sharing_for_workers` on a platform where segments work."""
+    return getattr(_sharing, "depth", 0) > 0 and sharing_available()
