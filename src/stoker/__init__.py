@@ -11,6 +11,7 @@ from ._batching.collate import default_collate as default_collate
 from ._batching.collate import pad_collate as pad_collate
 from ._dataset import Dataset as Dataset
 from ._dataset import IterDataset as IterDataset
+from ._exec.gil import releases_gil as releases_gil
 from ._iterator import LoaderIterator as LoaderIterator
 from ._loader import DataLoader as DataLoader
 from ._sampling.base import Sampler as Sampler
@@ -79,5 +80,6 @@ __all__ = [
     "mix",
     "pad_collate",
     "range",
+    "releases_gil",
     "zip",
 ]

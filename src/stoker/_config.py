@@ -9,14 +9,16 @@ from typing import Any, Literal
 from ._sampling.shard import Shard
 from .errors import ConfigError, NotSupportedError
 
-__all__ = ["LAST_BATCH_MODES", "WORKER_MODES", "LoaderConfig"]
+__all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]
 
 LAST_BATCH_MODES = ("keep", "drop", "rollover")
 WORKER_MODES = ("inline", "thread", "process", "auto")
+START_METHODS = ("forkserver", "spawn", "fork")
 ON_ERROR_MODES = ("raise", "skip")
 
 LastBatch = Literal["keep", "drop", "rollover"]
 WorkerMode = Literal["inline", "thread", "process", "auto"]
+StartMethod = Literal["forkserver", "spawn", "fork"]
 
 
 def _is_int(value: object) -> bool:
@@ -39,6 +41,9 @@ class LoaderConfig:
     prefetch: int | None
     ordered: bool
     worker_init_fn: Callable[[Any], None] | None
+    worker_init_arg: Callable[[Any], Any] | None
+    restart_workers: bool
+    start_method: StartMethod
     timeout: float | None
     on_error: Literal["raise", "skip"]
     max_errors: int
@@ -95,11 +100,27 @@ class LoaderConfig:
             )
         if not _is_int(self.num_workers) or self.num_workers < 0:
             raise ConfigError(f"num_workers must be an int >= 0, got {self.num_workers!r}")
-        if self.num_workers > 0 or self.worker_mode in ("thread", "process"):
-            raise NotSupportedError(
-                f"worker_mode={self.worker_mode!r} with num_workers={self.num_workers} is not "
-                "available yet: this version loads in-process (num_workers=0, "
-                "worker_mode='inline' or 'auto'), with a background prefetch thread"
+        if self.worker_mode in ("thread", "process") and self.num_workers == 0:
+            raise ConfigError(
+                f"worker_mode={self.worker_mode!r} needs num_workers >= 1; "
+                "use worker_mode='inline' (or 'auto') to load in the calling process"
+            )
+        if self.worker_mode == "inline" and self.num_workers > 0:
+            raise ConfigError(
+                f"worker_mode='inline' loads in the calling process, but num_workers="
+                f"{self.num_workers}; use 'thread', 'process' or 'auto' for workers"
+            )
+        if self.start_method not in START_METHODS:
+            raise ConfigError(
+                f"start_method must be one of {', '.join(map(repr, START_METHODS))}, "
+                f"got {self.start_method!r}"
+            )
+        if not isinstance(self.restart_workers, bool):
+            raise ConfigError(f"restart_workers must be True or False, got {self.restart_workers!r}")
+        if self.worker_init_arg is not None and not callable(self.worker_init_arg):
+            raise ConfigError(
+                f"worker_init_arg must be callable (it gets the loader), "
+                f"got {type(self.worker_init_arg).__name__}"
             )
         if self.prefetch is not None and (not _is_int(self.prefetch) or self.prefetch < 0):
             raise ConfigError(

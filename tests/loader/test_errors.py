@@ -46,11 +46,15 @@ def test_unknown_modes():
         sk.DataLoader(sk.range(0, 4), worker_mode="fibers")
 
 
-def test_parallel_modes_are_not_available_yet():
-    with pytest.raises(sk.NotSupportedError, match="not available yet"):
-        sk.DataLoader(sk.range(0, 4), num_workers=2)
-    with pytest.raises(sk.NotSupportedError, match="not available yet"):
+def test_worker_settings_that_contradict_each_other():
+    with pytest.raises(sk.ConfigError, match="needs num_workers >= 1"):
         sk.DataLoader(sk.range(0, 4), worker_mode="process")
+    with pytest.raises(sk.ConfigError, match="inline"):
+        sk.DataLoader(sk.range(0, 4), worker_mode="inline", num_workers=2)
+    with pytest.raises(sk.ConfigError, match="start_method"):
+        sk.DataLoader(sk.range(0, 4), num_workers=1, start_method="vfork")
+    with pytest.raises(sk.ConfigError, match="worker_init_arg"):
+        sk.DataLoader(sk.range(0, 4), num_workers=1, worker_init_arg=3)
 
 
 def test_state_from_another_length_or_seed_is_refused():
