@@ -16,9 +16,25 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["KINDS", "BenchContext", "Kind", "Prepared", "Runner", "scaled"]
+__all__ = [
+    "KINDS",
+    "MEASURES",
+    "BenchContext",
+    "Kind",
+    "Measure",
+    "Prepared",
+    "Runner",
+    "Target",
+    "scaled",
+]
 
 Kind = Literal["stoker", "torch", "bare"]
+
+Measure = Literal["speed", "first_batch", "of_limit"]
+
+MEASURES: tuple[Measure, ...] = ("speed", "first_batch", "of_limit")
+"""What a :class:`Target` is about: samples/s against torch's, the time to the first
+batch against torch's, or samples/s against the runner's ``limit``."""
 
 KINDS: tuple[Kind, ...] = ("stoker", "torch", "bare")
 """The loader families: ``vs torch`` and ``vs bare`` compare with the rows of that kind."""
@@ -53,11 +69,40 @@ class Runner:
     A fresh loader per run keeps every run identical (a stoker loader moves on to the
     next epoch at every ``iter()``). Batches must support ``len()``; verification turns
     them into NumPy arrays (``.numpy()`` for torch tensors).
+
+    Attributes:
+        ordered: False when the loader may yield the batches in any order (stoker's
+            ``ordered=False``); verification then compares the batches as a multiset.
+        limit: the most samples/s this loader could reach on the workload (for example
+            workers / latency when every record waits on simulated I/O); the report
+            says what fraction of it was reached.
+        show_mode: the table names the worker mode the loader used (for ``"auto"``).
     """
 
     label: str
     kind: Kind
     make: Callable[[], Iterable[Any]]
+    ordered: bool = True
+    limit: float | None = None
+    show_mode: bool = False
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal for one row, checked and printed after the table (it never fails a run).
+
+    ``measure`` says what is compared with ``bound``:
+
+    * ``"speed"``: the row's samples/s divided by torch's; met when at least ``bound``;
+    * ``"first_batch"``: the row's time to the first batch divided by torch's; met when
+      at most ``bound``;
+    * ``"of_limit"``: the row's samples/s divided by its runner's ``limit``; met when at
+      least ``bound``.
+    """
+
+    loader: str
+    measure: Measure
+    bound: float
 
 
 @dataclass(frozen=True)
@@ -72,6 +117,7 @@ class Prepared:
         exact_batches: how many leading batches are compared element by element;
             None compares every batch. Later batches are compared by fingerprint.
         params: sizes and settings, recorded in the JSON report.
+        targets: goals for some rows, reported after the table.
     """
 
     samples: int
@@ -80,6 +126,7 @@ class Prepared:
     reference: Callable[[], Iterable[np.ndarray]]
     exact_batches: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    targets: tuple[Target, ...] = ()
 
 
 def scaled(ctx: BenchContext, count: int) -> int:

@@ -3,8 +3,10 @@
 Each (workload, loader) pair is timed over one full epoch, from ``iter(loader)`` to
 exhaustion, ``repeats`` times; the loaders take turns within a repeat and the order
 flips every repeat, so slow moments of the machine spread over all of them. The loop
-body only counts samples. Verification is a separate, untimed pass that comes first
-(it also brings the data into the page cache for every loader alike).
+body only counts samples. Every run also gives the time to the first batch: from
+building the fresh loader to holding its first batch, which is what a training job
+waits before its first step. Verification is a separate, untimed pass that comes
+first (it also brings the data into the page cache for every loader alike).
 """
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import report
-from .base import BenchContext, Kind, Prepared, Runner
+from .base import BenchContext, Kind, Prepared, Runner, Target
 from .machine import machine_info
 from .verify import Check, verify_runner
 from .workloads import available
 
 __all__ = [
     "TORCH_MISSING",
+    "EpochTiming",
     "Row",
     "Settings",
+    "TargetResult",
     "WorkloadResult",
     "default_cache_dir",
     "load_torch",
@@ -64,10 +68,23 @@ class Row:
     record_bytes: int
     seconds: list[float] = field(default_factory=list)
     build_seconds: list[float] = field(default_factory=list)
+    first_batch_seconds: list[float] = field(default_factory=list)
+    limit: float | None = None
+    worker_mode: str | None = None
+    show_mode: bool = False
 
     @property
     def median(self) -> float:
         return statistics.median(self.seconds)
+
+    @property
+    def first_batch_median(self) -> float:
+        return statistics.median(self.first_batch_seconds)
+
+    @property
+    def of_limit(self) -> float | None:
+        """The fraction of the runner's samples/s limit reached, when it has one."""
+        return None if self.limit is None else self.samples_per_s / self.limit
 
     @property
     def samples_per_s(self) -> float:
@@ -76,6 +93,17 @@ class Row:
     @property
     def gb_per_s(self) -> float:
         return self.samples * self.record_bytes / self.median / 1e9
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """A :class:`Target` with the value measured for it (None when a row is missing)."""
+
+    loader: str
+    measure: str
+    bound: float
+    value: float | None
+    met: bool | None
 
 
 @dataclass
@@ -88,11 +116,44 @@ class WorkloadResult:
     rows: list[Row]
     checks: list[Check]
     failures: list[str]
+    targets: tuple[Target, ...] = ()
+
+    def _base(self, kind: Kind) -> Row | None:
+        return next((r for r in self.rows if r.kind == kind), None)
 
     def ratio(self, row: Row, kind: Kind) -> float | None:
         """How many times faster ``row`` is than the first row of ``kind``, if there is one."""
-        base = next((r for r in self.rows if r.kind == kind), None)
+        base = self._base(kind)
         return None if base is None else base.median / row.median
+
+    def first_batch_ratio(self, row: Row, kind: Kind) -> float | None:
+        """How many times faster ``row`` gets its first batch than the first row of ``kind``."""
+        base = self._base(kind)
+        return None if base is None else base.first_batch_median / row.first_batch_median
+
+    def target_results(self) -> list[TargetResult]:
+        """Every target of the workload with its measured value."""
+        rows = {row.loader: row for row in self.rows}
+        results = []
+        for target in self.targets:
+            row = rows.get(target.loader)
+            value: float | None = None
+            if row is not None and target.measure == "speed":
+                value = self.ratio(row, "torch")
+            elif row is not None and target.measure == "first_batch":
+                faster = self.first_batch_ratio(row, "torch")
+                value = None if faster is None else 1 / faster
+            elif row is not None:
+                value = row.of_limit
+            met = None
+            if value is not None:
+                met = (
+                    value <= target.bound
+                    if target.measure == "first_batch"
+                    else (value >= target.bound)
+                )
+            results.append(TargetResult(target.loader, target.measure, target.bound, value, met))
+        return results
 
 
 def default_cache_dir() -> Path:
@@ -114,21 +175,41 @@ def load_torch() -> Any:
     return torch
 
 
-def time_epoch(runner: Runner) -> tuple[float, float, int]:
-    """Seconds to build a fresh loader, seconds to iterate it to exhaustion, samples delivered.
+@dataclass(frozen=True)
+class EpochTiming:
+    """One timed run of one loader (seconds, and the samples it delivered)."""
+
+    build: float
+    first_batch: float
+    epoch: float
+    samples: int
+
+
+def time_epoch(runner: Runner) -> EpochTiming:
+    """Build a fresh loader and iterate it to exhaustion.
 
     Only the iteration is the epoch time; building (which may copy or index the data
     once) is reported apart, because a training run pays it once, not every epoch.
+    The time to the first batch is building plus ``iter()`` and the first ``next()``
+    (the garbage collection between the two is left out of both).
     """
+    gc.collect()
     start = time.perf_counter()
     loader = runner.make()
     built = time.perf_counter() - start
     gc.collect()
     samples = 0
     start = time.perf_counter()
-    for batch in loader:
+    batches = iter(loader)
+    first = next(batches, None)
+    first_seconds = time.perf_counter() - start
+    if first is not None:
+        samples += len(first)
+        del first  # a held batch keeps its buffer from being reused
+    for batch in batches:
         samples += len(batch)
-    return built, time.perf_counter() - start, samples
+    epoch = time.perf_counter() - start
+    return EpochTiming(built, built + first_seconds, epoch, samples)
 
 
 def run_workload(
@@ -145,17 +226,32 @@ def run_workload(
             failures.append(
                 f"{name} / {runner.label}: batches differ from the reference: {check.detail}"
             )
-    rows = [Row(r.label, r.kind, prepared.samples, prepared.record_bytes) for r in prepared.runners]
+    rows = [
+        Row(
+            r.label,
+            r.kind,
+            prepared.samples,
+            prepared.record_bytes,
+            limit=r.limit,
+            worker_mode=check.worker_mode,
+            show_mode=r.show_mode,
+        )
+        for r, check in zip(prepared.runners, checks, strict=True)
+    ]
     pairs = list(zip(prepared.runners, rows, strict=True))
     for repeat in range(repeats):
         for runner, row in pairs if repeat % 2 == 0 else reversed(pairs):
-            built, seconds, samples = time_epoch(runner)
-            row.seconds.append(seconds)
-            row.build_seconds.append(built)
-            log(f"{name}: {runner.label} run {repeat + 1}/{repeats}: {seconds:.3f} s")
-            if samples != prepared.samples:
+            timing = time_epoch(runner)
+            row.seconds.append(timing.epoch)
+            row.build_seconds.append(timing.build)
+            row.first_batch_seconds.append(timing.first_batch)
+            log(
+                f"{name}: {runner.label} run {repeat + 1}/{repeats}: {timing.epoch:.3f} s "
+                f"(first batch {timing.first_batch:.3f} s)"
+            )
+            if timing.samples != prepared.samples:
                 failures.append(
-                    f"{name} / {runner.label}: a timed epoch delivered {samples} "
+                    f"{name} / {runner.label}: a timed epoch delivered {timing.samples} "
                     f"samples, expected {prepared.samples}"
                 )
     return rows, checks, failures
@@ -184,12 +280,23 @@ def run(settings: Settings, out: TextIO | None = None, err: TextIO | None = None
         prepared = workload.prepare(ctx)
         rows, checks, failures = run_workload(name, prepared, settings.repeats, log)
         results.append(
-            WorkloadResult(name, workload.summary, dict(prepared.params), rows, checks, failures)
+            WorkloadResult(
+                name,
+                workload.summary,
+                dict(prepared.params),
+                rows,
+                checks,
+                failures,
+                prepared.targets,
+            )
         )
     elapsed = time.perf_counter() - started
     machine = machine_info(torch)
     print(report.header(machine, settings.repeats), file=out)
     print(report.table(results), file=out)
+    notes = report.notes(results)
+    if notes:
+        print(notes, file=out)
     failures = [failure for result in results for failure in result.failures]
     for failure in failures:
         print(f"FAIL: {failure}", file=out)
@@ -222,10 +329,16 @@ def to_json(
                 "max_s": max(row.seconds),
                 "build_seconds": row.build_seconds,
                 "build_median_s": statistics.median(row.build_seconds),
+                "first_batch_seconds": row.first_batch_seconds,
+                "first_batch_median_s": row.first_batch_median,
                 "samples_per_s": row.samples_per_s,
                 "gb_per_s": row.gb_per_s,
                 "vs_torch": result.ratio(row, "torch"),
                 "vs_bare": result.ratio(row, "bare"),
+                "first_batch_vs_torch": result.first_batch_ratio(row, "torch"),
+                "limit_samples_per_s": row.limit,
+                "of_limit": row.of_limit,
+                "worker_mode": row.worker_mode,
             }
             for row in result.rows
         ]
@@ -240,6 +353,7 @@ def to_json(
                 "summary": result.summary,
                 "params": result.params,
                 "rows": rows,
+                "targets": [asdict(target) for target in result.target_results()],
                 "verification": verification,
             }
         )

@@ -1,4 +1,8 @@
-"""The printed report: a one-line header about the machine and a table of results."""
+"""The printed report: a one-line header about the machine, a table of results, and notes.
+
+The notes under the table say how close rows with a known limit came to it, and
+whether each workload's targets were met.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .harness import WorkloadResult
+    from .harness import Row, TargetResult, WorkloadResult
 
-__all__ = ["header", "table"]
+__all__ = ["header", "notes", "table"]
 
 COLUMNS = (
     "workload",
@@ -18,10 +22,12 @@ COLUMNS = (
     "vs torch",
     "vs bare",
     "epoch s [min, max]",
+    "1st batch s",
     "build s",
 )
 LEGEND = (
     "epoch s: iter(loader) to the last batch, median of the runs; vs X: times faster than X\n"
+    "1st batch s: building a fresh loader to holding its first batch, median of the runs\n"
     "build s: building the dataset and loader, not part of the epoch; GB/s: record payload"
 )
 _LEFT = 2  # the first columns are text, aligned left; the rest are numbers
@@ -41,6 +47,12 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def _label(row: Row) -> str:
+    if row.show_mode and row.worker_mode is not None:
+        return f"{row.loader} -> {row.worker_mode}"
+    return row.loader
+
+
 def table(results: list[WorkloadResult]) -> str:
     """The results as an aligned text table, one row per (workload, loader)."""
     lines: list[tuple[str, ...]] = [COLUMNS]
@@ -50,12 +62,13 @@ def table(results: list[WorkloadResult]) -> str:
             lines.append(
                 (
                     result.name,
-                    row.loader,
+                    _label(row),
                     f"{row.samples_per_s:,.0f}",
                     f"{row.gb_per_s:.3f}",
                     _ratio(result.ratio(row, "torch")),
                     _ratio(result.ratio(row, "bare")),
                     spread,
+                    f"{row.first_batch_median:.3f}",
                     f"{statistics.median(row.build_seconds):.3f}",
                 )
             )
@@ -70,3 +83,31 @@ def table(results: list[WorkloadResult]) -> str:
     rendered.insert(1, "  ".join("-" * width for width in widths))
     rendered.append(LEGEND)
     return "\n".join(rendered)
+
+
+def _target(target: TargetResult) -> str:
+    if target.measure == "speed":
+        value = "-" if target.value is None else f"{target.value:.2f}x"
+        return f"{value} torch's samples/s (target >= {target.bound:.2f}x)"
+    if target.measure == "first_batch":
+        value = "-" if target.value is None else f"{target.value:.2f}x"
+        return f"first batch in {value} torch's time (target <= {target.bound:.2f}x)"
+    value = "-" if target.value is None else f"{target.value:.0%}"
+    return f"{value} of its samples/s limit (target >= {target.bound:.0%})"
+
+
+def notes(results: list[WorkloadResult]) -> str:
+    """Lines for rows with a samples/s limit and for every target; empty when there are none."""
+    lines = []
+    for result in results:
+        for row in result.rows:
+            if row.limit is not None and row.of_limit is not None:
+                lines.append(
+                    f"limit: {result.name} / {row.loader}: {row.samples_per_s:,.0f} samples/s "
+                    f"is {row.of_limit:.0%} of its limit of {row.limit:,.0f}"
+                )
+    for result in results:
+        for target in result.target_results():
+            verdict = {True: "met", False: "MISSED", None: "not measured"}[target.met]
+            lines.append(f"target {verdict}: {result.name} / {target.loader}: {_target(target)}")
+    return "\n".join(lines)
