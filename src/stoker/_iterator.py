@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
-from ._prefetch import DEFAULT_DEPTH, Prefetcher
+from ._exec.jobs import EMPTY, Done, Job
+from ._plan import ChunkReader, StreamPlan
+from ._prefetch import DEFAULT_DEPTH, JobWindow, Prefetcher
 from ._stats import LoaderStats, bottleneck_verdict
 from .errors import IteratorFailed, LoaderTimeout
 
@@ -71,15 +73,53 @@ class LoaderIterator(Generic[B]):
         self._loader = loader
         self._epoch = epoch
         self._plan, self._builder = loader._plan(epoch, state)  # stages 1-4
-        depth = cfg.prefetch
-        if depth is None and cfg.timeout is not None:
-            depth = DEFAULT_DEPTH
-        self._window: Prefetcher[tuple[Any, dict[str, Any], int]] = Prefetcher(  # stage 6
-            self._plan.next_item, depth, cfg.timeout, name=f"stoker-prefetch-epoch{epoch}"
+        self._mode = loader._resolved_mode()
+        self._fetch_seconds = 0.0  # reported by workers
+        self._collate_seconds = 0.0
+        self._skipped: list[tuple[int, str]] = []
+        self._max_errors = cfg.max_errors
+        ahead = list(state.get("ahead", [])) if state is not None else []
+        self._jobs: JobWindow | None = None
+        self._reader: ChunkReader | None = None
+        self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
+        release: Callable[[], None] = _nothing
+        if self._mode == "inline" or isinstance(self._plan, StreamPlan):
+            self._plan.skip_ahead(ahead)
+            depth = cfg.prefetch
+            if depth is None and cfg.timeout is not None:
+                depth = DEFAULT_DEPTH
+            self._window = Prefetcher(  # stage 6
+                self._plan.next_item, depth, cfg.timeout, name=f"stoker-prefetch-epoch{epoch}"
+            )
+        else:
+            executor, token, release = loader._lease()  # stage 5
+            depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
+            if self._plan.plans_jobs:
+                plan = self._plan
+                self._jobs = self._window = JobWindow(  # stage 6
+                    lambda: plan.next_job(token),
+                    self._finish_job,
+                    executor,
+                    depth=depth,
+                    ordered=cfg.ordered,
+                    timeout=cfg.timeout,
+                    start_state=plan.state(),
+                    ahead=ahead,
+                    token=token,
+                )
+            else:  # batches filled as records pass: workers read chunks ahead
+                self._reader = ChunkReader(
+                    executor.submit, depth, token, self._count_done, cfg.timeout
+                )
+                self._plan.read_with(self._reader)
+                self._window = Prefetcher(
+                    self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"
+                )
+        self._finalizer = weakref.finalize(
+            self, _close_all, self._window, self._builder, self._reader, release
         )
-        self._finalizer = weakref.finalize(self, _close_all, self._window, self._builder)
         self._box = box
-        start = self._plan.state()
+        start = self._plan.state() if self._jobs is None else self._jobs.state()
         box.state = start
         carry = start.get("carry")
         box.carry_len = len(carry) if isinstance(carry, list) else 0
@@ -88,6 +128,24 @@ class LoaderIterator(Generic[B]):
         self._created = time.perf_counter()
         self._exhausted = False
         self._failure: BaseException | None = None
+
+    def _count_done(self, done: Done) -> None:
+        """Add a worker's timings and skipped records (counted against max_errors)."""
+        self._fetch_seconds += done.fetch_seconds
+        self._collate_seconds += done.collate_seconds
+        for index, summary, exc in done.skipped:
+            if len(self._skipped) >= self._max_errors:
+                exc.add_note(
+                    f"stoker: on_error='skip' already skipped max_errors={self._max_errors} records"
+                )
+                raise exc
+            self._skipped.append((index, summary))
+
+    def _finish_job(self, job: Job, done: Done) -> tuple[Any, dict[str, Any], int] | None:
+        self._count_done(done)
+        if done.value is EMPTY:
+            return None
+        return done.value, job.state or {}, job.count - len(done.skipped)
 
     @property
     def epoch(self) -> int:
@@ -119,7 +177,7 @@ class LoaderIterator(Generic[B]):
             self._failure = exc
             self._finalizer()
             raise
-        self._box.state = state
+        self._box.state = state if self._jobs is None else self._jobs.state()
         self._batches += 1
         self._samples += count
         result: B = batch
@@ -137,27 +195,39 @@ class LoaderIterator(Generic[B]):
 
     def stats(self) -> LoaderStats:
         """Counters and a bottleneck verdict for this iterator so far."""
-        w = self._window
         counters = self._builder.counters if self._builder is not None else None
-        fetch = counters.fetch_seconds if counters else 0.0
-        collate = counters.collate_seconds if counters else 0.0
-        inline = not w.mode.startswith("background")
-        wait = w.wait_seconds + (w.produce_seconds if inline else 0.0)
+        fetch = self._fetch_seconds + (counters.fetch_seconds if counters else 0.0)
+        collate = self._collate_seconds + (counters.collate_seconds if counters else 0.0)
+        skipped = (list(counters.skipped) if counters else []) + self._skipped
         elapsed = time.perf_counter() - self._created
+        w = self._window
+        workers = self._loader._config.num_workers if self._mode != "inline" else 0
+        if isinstance(w, JobWindow):
+            wait, produce = w.wait_seconds, fetch + collate
+            where = f"{workers} {self._mode} workers, {w.depth} batches in flight"
+            where += "" if w.ordered else ", as they finish"
+        else:
+            inline = not w.mode.startswith("background")
+            wait = w.wait_seconds + (w.produce_seconds if inline else 0.0)
+            produce = w.produce_seconds
+            where = w.mode if workers == 0 else f"{workers} {self._mode} workers read ahead"
+        busy = (fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
         pool = self._builder.pool if self._builder is not None else None
         return LoaderStats(
             batches=self._batches,
             samples=self._samples,
             wait_seconds=wait,
-            produce_seconds=w.produce_seconds,
+            produce_seconds=produce,
             fetch_seconds=fetch,
             collate_seconds=collate,
             elapsed_seconds=elapsed,
-            worker_mode="inline",
-            prefetch=w.mode,
-            skipped=list(counters.skipped) if counters else [],
+            worker_mode=self._mode,
+            prefetch=where,
+            skipped=skipped,
             recycled_batches=pool.recycled if pool else 0,
             allocated_batches=pool.allocated if pool else 0,
+            num_workers=workers,
+            worker_utilisation=min(1.0, busy),
             bottleneck=bottleneck_verdict(
                 wait=wait, elapsed=elapsed, fetch=fetch, collate=collate, batches=self._batches
             ),
@@ -178,10 +248,22 @@ class LoaderIterator(Generic[B]):
         return (_restore_iterator, (self._loader, self.state_dict()))
 
 
-def _close_all(window: Prefetcher[Any], builder: BatchBuilder | None) -> None:
+def _close_all(
+    window: Prefetcher[Any] | JobWindow,
+    builder: BatchBuilder | None,
+    reader: ChunkReader | None,
+    release: Callable[[], None],
+) -> None:
     window.close()
+    if reader is not None:
+        reader.close()
     if builder is not None:
         builder.close()
+    release()
+
+
+def _nothing() -> None:
+    return None
 
 
 def _restore_iterator(loader: DataLoader[Any], state: dict[str, Any]) -> LoaderIterator[Any]:

@@ -14,6 +14,8 @@ from typing_extensions import TypeVar
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
 from ._dataset import Dataset, IterDataset
+from ._exec.gil import pipeline_releases_gil
+from ._exec.lease import WorkerLease
 from ._iterator import LoaderIterator, StateBox
 from ._plan import BatchSamplerPlan, MapPlan, StreamPlan
 from ._prefetch import DEFAULT_DEPTH
@@ -47,10 +49,23 @@ class DataLoader(Generic[B]):
         sampler: any object yielding indices (a stoker or PyTorch sampler).
         batch_sampler: any object yielding lists of indices.
         collate_fn: turns a list of records into a batch (default: stack arrays).
-        num_workers, worker_mode: parallel execution (this version: in-process only).
-        prefetch: batches produced ahead by a background thread; 0: none; None: a
-            thread when producing a batch takes long enough to pay for it.
-        ordered, worker_init_fn: for parallel execution.
+        num_workers: worker threads or processes; 0 loads in the calling process.
+        worker_mode: "thread", "process", "inline" (num_workers=0) or "auto":
+            threads when every stage is known to release the GIL (see
+            :func:`~stoker.releases_gil`), processes otherwise; ``it.stats()`` says
+            which ran.
+        prefetch: batches in flight. Without workers: produced ahead by a background
+            thread (0: none; None: a thread when producing a batch takes long enough
+            to pay for it). With workers: jobs queued or in work (None: 2 per worker).
+        ordered: False hands out batches as they finish (same contents, order may
+            change; the state still resumes exactly).
+        worker_init_fn: ``fn(info: sk.WorkerInfo)``, run once in every worker.
+        worker_init_arg: ``fn(loader)``, run once in this process when the workers
+            start; its result is ``info.init_arg`` in every worker.
+        restart_workers: replace a worker process that died and re-issue its jobs
+            (default: raise :class:`~stoker.WorkerCrashed`).
+        start_method: how worker processes start: "forkserver" (default, safe after
+            JAX or PyTorch started threads), "spawn" or "fork".
         timeout: seconds to wait for a batch before :class:`~stoker.LoaderTimeout`.
         on_error: "raise", or "skip" records whose loading raises (at most
             ``max_errors``, then raise).
@@ -135,6 +150,36 @@ class DataLoader(Generic[B]):
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
         self._box = StateBox(None)
+        self._workers = WorkerLease(self)
+
+    # -- workers ------------------------------------------------------------------
+
+    def _resolved_mode(self) -> str:
+        """The execution mode: "inline", "thread" or "process" ("auto" decided)."""
+        cfg = self._config
+        if cfg.num_workers == 0:
+            return "inline"
+        if cfg.worker_mode != "auto":
+            return cfg.worker_mode
+        return "thread" if pipeline_releases_gil(self._dataset, cfg.collate_fn) else "process"
+
+    def _lease(self) -> tuple[Any, int, Callable[[], None]]:
+        return self._workers.lease(self)
+
+    def close(self) -> None:
+        """End the loader's worker threads or processes (idempotent).
+
+        Workers start with the first iterator and live across epochs until this,
+        the end of a ``with`` block, or garbage collection. Iterators still reading
+        fail with :class:`~stoker.IteratorFailed`.
+        """
+        self._workers.close()
+
+    def __enter__(self) -> DataLoader[B]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- checks -------------------------------------------------------------------
 
@@ -386,4 +431,9 @@ class DataLoader(Generic[B]):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_box"] = StateBox(None)
+        del state["_workers"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._workers = WorkerLease(self)

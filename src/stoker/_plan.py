@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
@@ -25,10 +27,11 @@ import numpy as np
 from ._batching.builder import BatchBuilder, add_location
 from ._context import SKIP, Context
 from ._dataset import IterDataset, StreamCursor
+from ._exec.jobs import Done, Job
 from ._sampling.base import Sampler, SamplerCursor
-from .errors import StateError
+from .errors import LoaderTimeout, StateError
 
-__all__ = ["BatchSamplerPlan", "MapPlan", "StreamPlan"]
+__all__ = ["BatchSamplerPlan", "ChunkReader", "MapPlan", "StreamPlan"]
 
 Item = tuple[Any, dict[str, Any], int]
 
@@ -41,13 +44,25 @@ class _Plan:
         self._epoch: int = epoch if state is None else state["epoch"]
         self._batches: int = 0 if state is None else state["batches"]
         self._done = False
+        # Batches an unordered window handed out ahead of the first missing one; an
+        # inline iterator resuming such a state skips them (see skip_ahead).
+        self._skip: set[int] = set()
+
+    def skip_ahead(self, seqs: list[int]) -> None:
+        """Leave out the batches numbered ``seqs`` (they were handed out already)."""
+        self._skip = {int(s) for s in seqs}
 
     def _where(self) -> str:
         return f"batch {self._batches} of epoch {self._epoch}"
 
     def _state(self, **fields: Any) -> dict[str, Any]:
         """The state right after the last batch handed out, with the plan's own fields."""
-        return {**self._header, "epoch": self._epoch, "batches": self._batches, **fields}
+        state = {**self._header, "epoch": self._epoch, "batches": self._batches, **fields}
+        if self._skip:
+            ahead = sorted(s for s in self._skip if s >= self._batches)
+            if ahead:
+                state["ahead"] = ahead
+        return state
 
     def _next_epoch_state(self, **fields: Any) -> dict[str, Any]:
         """The state that starts the next epoch, with the plan's own fields."""
@@ -89,6 +104,8 @@ class MapPlan(_Plan):
         self._chunk = batch_size if batch_size is not None else 32
         self._position = self._cursor.position
         self._final: dict[str, Any] | None = None
+        self._taken: list[tuple[Any, int, int]] = []
+        self._reader: ChunkReader | None = None
 
     def _ctx(self, epoch: int) -> Context:
         return Context(self._seed, epoch)
@@ -118,7 +135,8 @@ class MapPlan(_Plan):
             return self._next_filled()
         return self._next_fixed()
 
-    def _next_fixed(self) -> Item | None:
+    def _next_parts(self) -> tuple[list[tuple[Context, np.ndarray]], int] | None:
+        """The (context, indices) parts of the next fixed batch; None at the end."""
         size = self._batch_size
         carry, self._carry = self._carry[:size], self._carry[size:]
         fresh = self._cursor.take(size - len(carry))
@@ -128,18 +146,50 @@ class MapPlan(_Plan):
             leftover = pairs if pairs is not None else [(self._epoch, int(i)) for i in fresh]
             self._finish(leftover)
             return None
-        where = self._where()
         if pairs is None:
-            batch = self._builder.build([(self._ctx(self._epoch), fresh)], where)
-        else:
-            parts = [
-                (self._ctx(e), np.array([i for _, i in grp], dtype=np.int64))
-                for e, grp in itertools.groupby(pairs, key=lambda p: p[0])
-            ]
-            batch = self._builder.build(parts, where)
+            return [(self._ctx(self._epoch), fresh)], count
+        parts = [
+            (self._ctx(e), np.array([i for _, i in grp], dtype=np.int64))
+            for e, grp in itertools.groupby(pairs, key=lambda p: p[0])
+        ]
+        return parts, count
+
+    def _next_fixed(self) -> Item | None:
+        got = self._next_parts()
+        while got is not None and self._batches in self._skip:
+            self._batches += 1
+            got = self._next_parts()
+        if got is None:
+            return None
+        parts, count = got
+        batch = self._builder.build(parts, self._where())
         self._position = self._cursor.position
         self._batches += 1
         return batch, self.state(), count
+
+    @property
+    def plans_jobs(self) -> bool:
+        """True when every batch is a job of its own (no filter, no skipping)."""
+        return not self._skips
+
+    def next_job(self, token: int) -> Job | None:
+        """The next batch as a job for a worker; None at the end of the epoch."""
+        got = self._next_parts()
+        if got is None:
+            return None
+        parts, count = got
+        where = self._where()
+        self._position = self._cursor.position
+        seq = self._batches
+        self._batches += 1
+        return Job(seq, "build", tuple(parts), where, self.state(), count, token)
+
+    def read_with(self, reader: ChunkReader) -> None:
+        """Read the records of filled batches through ``reader`` (workers, read ahead)."""
+        self._reader = reader
+
+    def _records(self, epoch: int, idx: np.ndarray) -> list[Any]:
+        return self._builder.records(self._ctx(epoch), idx, self._where())
 
     def _fill(self) -> bool:
         """Read more records into ``_ready``; False at the end of the epoch."""
@@ -147,19 +197,28 @@ class MapPlan(_Plan):
             carry, self._carry = self._carry, []
             for e, grp in itertools.groupby(carry, key=lambda p: p[0]):
                 idx = np.array([i for _, i in grp], dtype=np.int64)
-                recs = self._builder.records(self._ctx(e), idx, self._where())
+                if self._reader is not None:
+                    recs = self._reader.now(self._ctx(e), idx, self._where())
+                else:
+                    recs = self._records(e, idx)
                 self._ready.extend((r, e, i) for r, i in zip(recs, idx.tolist(), strict=True))
             return True
-        idx = self._cursor.take(self._chunk)
-        if len(idx) == 0:
-            return False
-        recs = self._builder.records(self._ctx(self._epoch), idx, self._where())
+        if self._reader is not None:
+            got = self._reader.next(lambda: self._cursor.take(self._chunk), self._ctx(self._epoch))
+            if got is None:
+                return False
+            idx, recs = got
+        else:
+            idx = self._cursor.take(self._chunk)
+            if len(idx) == 0:
+                return False
+            recs = self._records(self._epoch, idx)
         self._ready.extend((r, self._epoch, i) for r, i in zip(recs, idx.tolist(), strict=True))
         return True
 
     def _next_filled(self) -> Item | None:
         size = self._batch_size
-        taken: list[tuple[Any, int, int]] = []
+        taken = self._taken  # kept on the plan: a timeout while filling loses nothing
         while len(taken) < size:
             if not self._ready and not self._fill():
                 break
@@ -168,6 +227,7 @@ class MapPlan(_Plan):
                 self._position += 1
             if record is not SKIP:
                 taken.append((record, epoch, index))
+        self._taken = []
         if not taken or (len(taken) < size and self._last_batch != "keep"):
             self._finish([(e, i) for _, e, i in taken])
             return None
@@ -175,6 +235,73 @@ class MapPlan(_Plan):
         batch = self._builder.collate(records) if self._collate else records[0]
         self._batches += 1
         return batch, self.state(), len(taken)
+
+
+class ChunkReader:
+    """Reads the record chunks of a filled plan on workers, ``depth`` chunks ahead.
+
+    ``next(take, ctx)`` returns the next chunk's (indices, records) in sampler
+    order, planning new chunks with ``take()`` while fewer than ``depth`` are in
+    work. Records skipped under ``on_error="skip"`` are counted by ``on_skipped``.
+    """
+
+    def __init__(
+        self,
+        submit: Callable[[Job], Future[Done]],
+        depth: int,
+        token: int,
+        on_done: Callable[[Done], None],
+        timeout: float | None,
+    ) -> None:
+        self._submit = submit
+        self._depth = max(1, depth)
+        self._token = token
+        self._on_done = on_done
+        self._timeout = timeout
+        self._ahead: deque[tuple[np.ndarray, Future[Done]]] = deque()
+        self._exhausted = False
+        self._seq = 0
+
+    def _job(self, ctx: Context, idx: np.ndarray, where: str) -> Future[Done]:
+        self._seq += 1
+        return self._submit(Job(self._seq, "records", ((ctx, idx),), where, token=self._token))
+
+    def _result(self, future: Future[Done]) -> list[Any]:
+        try:
+            done = future.result(self._timeout)
+        except FutureTimeout:
+            raise LoaderTimeout(
+                f"no records arrived within timeout={self._timeout} s; a worker may be "
+                "stuck on a slow record"
+            ) from None
+        self._on_done(done)
+        records: list[Any] = done.value
+        return records
+
+    def now(self, ctx: Context, idx: np.ndarray, where: str) -> list[Any]:
+        """The records at ``idx`` (read on a worker, waited for)."""
+        return self._result(self._job(ctx, idx, where))
+
+    def next(
+        self, take: Callable[[], np.ndarray], ctx: Context
+    ) -> tuple[np.ndarray, list[Any]] | None:
+        while not self._exhausted and len(self._ahead) < self._depth:
+            idx = take()
+            if len(idx) == 0:
+                self._exhausted = True
+                break
+            self._ahead.append((idx, self._job(ctx, idx, "a chunk of records")))
+        if not self._ahead:
+            return None
+        idx, future = self._ahead[0]
+        records = self._result(future)  # a timeout leaves the chunk queued
+        self._ahead.popleft()
+        return idx, records
+
+    def close(self) -> None:
+        for _, future in self._ahead:
+            future.cancel()
+        self._ahead.clear()
 
 
 class BatchSamplerPlan(_Plan):
@@ -211,29 +338,49 @@ class BatchSamplerPlan(_Plan):
     def final_state(self) -> dict[str, Any]:
         return self._next_epoch_state()
 
+    def _next_indices(self) -> tuple[np.ndarray, str] | None:
+        """The indices of the next batch and where it is; None at the end."""
+        if self._done:
+            return None
+        indices = next(self._it, None)
+        if indices is None:
+            self._done = True
+            return None
+        idx = np.asarray(list(indices), dtype=np.int64)
+        where = self._where()
+        if idx.size and (idx.min() < 0 or idx.max() >= self._len):
+            bad = int(idx.min() if idx.min() < 0 else idx.max())
+            raise IndexError(
+                f"the batch sampler yielded index {bad} for {where}, "
+                f"outside a dataset of length {self._len}"
+            )
+        self._batches += 1
+        return idx, where
+
     def next_item(self) -> Item | None:
-        while not self._done:
-            indices = next(self._it, None)
-            if indices is None:
-                self._done = True
-                return None
-            idx = np.asarray(list(indices), dtype=np.int64)
-            where = self._where()
-            if idx.size and (idx.min() < 0 or idx.max() >= self._len):
-                bad = int(idx.min() if idx.min() < 0 else idx.max())
-                raise IndexError(
-                    f"the batch sampler yielded index {bad} for {where}, "
-                    f"outside a dataset of length {self._len}"
-                )
+        while (got := self._next_indices()) is not None:
+            idx, where = got
+            if self._batches - 1 in self._skip:
+                continue
             records = [
                 r
                 for r in self._builder.records(Context(self._seed, self._epoch), idx, where)
                 if r is not SKIP
             ]
-            self._batches += 1
             if records:
                 return self._builder.collate(records), self.state(), len(records)
         return None
+
+    plans_jobs = True
+
+    def next_job(self, token: int) -> Job | None:
+        """The next batch as a job for a worker; None at the end of the epoch."""
+        got = self._next_indices()
+        if got is None:
+            return None
+        idx, where = got
+        ctx = Context(self._seed, self._epoch)
+        return Job(self._batches - 1, "build", ((ctx, idx),), where, self.state(), len(idx), token)
 
 
 class StreamPlan(_Plan):

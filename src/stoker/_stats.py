@@ -20,11 +20,15 @@ class LoaderStats:
         fetch_seconds: time spent reading records (sources and transforms).
         collate_seconds: time spent collating records into batches.
         elapsed_seconds: time since the iterator was created.
-        worker_mode: the execution mode actually used ("inline").
-        prefetch: where batches are produced ("caller thread" or "background thread, N in flight").
+        worker_mode: the execution mode actually used: "inline", "thread" or
+            "process" (``worker_mode="auto"`` resolved).
+        prefetch: where batches are produced ("caller thread", "background thread,
+            N in flight", "4 process workers, 8 batches in flight").
         skipped: (sample index, error summary) of records skipped under ``on_error="skip"``.
         recycled_batches: batches written into recycled buffers.
         allocated_batches: batches that needed fresh memory.
+        num_workers: worker threads or processes (0 inline).
+        worker_utilisation: the share of the workers' time spent loading (0..1).
         bottleneck: a one-line verdict.
 
     Example:
@@ -47,6 +51,8 @@ class LoaderStats:
     skipped: list[tuple[int, str]] = field(default_factory=list)
     recycled_batches: int = 0
     allocated_batches: int = 0
+    num_workers: int = 0
+    worker_utilisation: float = 0.0
     bottleneck: str = ""
 
 

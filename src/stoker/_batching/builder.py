@@ -33,6 +33,7 @@ class BuildCounters:
     fetch_seconds: float = 0.0
     collate_seconds: float = 0.0
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)  # with ``keep_errors``
 
 
 def add_location(exc: BaseException, sample_index: int | None, where: str) -> None:
@@ -76,12 +77,16 @@ class BatchBuilder:
         batch_size: int,
         *,
         pool_slots: int = 4,
+        pool: BufferPool | None = None,
         on_error: str = "raise",
         max_errors: int = 0,
+        split: bool = True,
     ) -> None:
         self._dataset: Dataset[Any] = dataset if dataset is not None else _NoRecords()
         self._collate_fn = collate_fn
-        self._pool = BufferPool(batch_size, pool_slots)
+        self._pool = pool if pool is not None else BufferPool(batch_size, pool_slots)
+        self._may_split = split
+        self.keep_errors = False  # keep each skipped record's exception in counters.errors
         self._on_error = on_error
         self._max_errors = max_errors
         self._gathers = collate_fn is None and on_error == "raise"
@@ -93,8 +98,13 @@ class BatchBuilder:
     def pool(self) -> BufferPool:
         return self._pool
 
-    def build(self, parts: list[tuple[Context, np.ndarray]], where: str) -> Any:
-        """The batch made of the records at each part's indices, in order."""
+    def build(
+        self, parts: list[tuple[Context, np.ndarray]], where: str, empty: Any = None
+    ) -> Any:
+        """The batch made of the records at each part's indices, in order.
+
+        ``empty`` is returned when every record was skipped (filters, ``on_error``).
+        """
         if self._gathers and len(parts) == 1:
             ctx, indices = parts[0]
             start = time.perf_counter()
@@ -120,11 +130,15 @@ class BatchBuilder:
         records: list[Any] = []
         for ctx, indices in parts:
             records.extend(self.records(ctx, indices, where))
-        return self.collate([r for r in records if r is not SKIP] if self._skips else records)
+        if self._skips:
+            records = [r for r in records if r is not SKIP]
+            if not records:
+                return empty
+        return self.collate(records)
 
     def _maybe_split(self, batch: Any) -> None:
         # Large planned gathers are split across cores (see stoker._exec.gather).
-        if self._split is None and self._pool.slots:
+        if self._split is None and self._may_split and self._pool.slots:
             leaves, _ = flatten(batch)
             if sum(leaf.nbytes for leaf in leaves) >= SPLIT_BYTES:
                 split = SplitGather()
@@ -162,6 +176,8 @@ class BatchBuilder:
                         )
                     raise exc from None
                 self.counters.skipped.append((index, f"{type(exc).__name__}: {exc}"))
+                if self.keep_errors:
+                    self.counters.errors.append(exc)
                 record = SKIP
             records.append(record)
         if self._on_error == "raise":

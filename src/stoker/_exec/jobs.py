@@ -1,0 +1,145 @@
+"""Jobs: the unit of work a worker does, and the code that does it in any worker.
+
+The parent process owns order and state; a job only says which records to read.
+``build`` jobs make one batch from (context, indices) parts; ``records`` jobs read
+the records of one chunk for a plan that fills batches itself (filters, skipping).
+The :class:`Runtime` of a worker turns a job into a :class:`Done`, the same way in
+a thread or a process.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from .._batching.builder import BatchBuilder
+from .._batching.pool import BufferPool
+from .._context import SKIP, Context
+from .._dataset import Dataset
+from .._worker_info import WorkerInfo, set_worker_info
+
+__all__ = ["EMPTY", "Done", "Job", "Runtime", "WorkerSpec"]
+
+JobKind = Literal["build", "records"]
+
+EMPTY: Any = SKIP
+"""The result of a ``build`` job whose records were all skipped."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """Read ``parts`` (a context and indices each) for batch ``seq`` of epoch ``epoch``.
+
+    ``state`` is the loader state right after this job's batch (None for ``records``
+    jobs, whose batches are formed by the parent). ``token`` names the iterator the
+    job belongs to. Only the fields a worker needs cross to a process.
+    """
+
+    seq: int
+    kind: JobKind
+    parts: tuple[tuple[Context, np.ndarray], ...]
+    where: str
+    state: dict[str, Any] | None = None
+    count: int = 0
+    token: int = 0
+
+    def for_worker(self) -> Job:
+        """This job without the parent-side state (what is sent to a process)."""
+        return Job(self.seq, self.kind, self.parts, self.where, None, self.count, self.token)
+
+
+@dataclass(slots=True)
+class Done:
+    """What a worker hands back for a job.
+
+    ``value`` is the batch (``EMPTY`` when every record was skipped) for a build
+    job, or the list of records (``SKIP`` for removed ones) for a records job.
+    ``skipped`` holds (sample index, summary, exception) per record skipped under
+    ``on_error="skip"``; the parent counts them against ``max_errors`` in order.
+    """
+
+    value: Any
+    fetch_seconds: float = 0.0
+    collate_seconds: float = 0.0
+    skipped: list[tuple[int, str, BaseException]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs, sent once per worker (pickled with cloudpickle)."""
+
+    dataset: Dataset[Any]
+    collate_fn: Callable[[list[Any]], Any] | None
+    batch_size: int
+    on_error: str
+    seed: int
+    num_workers: int
+    worker_init_fn: Callable[[WorkerInfo], None] | None
+    init_arg: Any
+
+
+class Runtime:
+    """Runs jobs for one worker (thread or process).
+
+    Example:
+        >>> import stoker as sk
+        >>> spec = WorkerSpec(sk.range(10), None, 4, "raise", 0, 1, None, None)
+        >>> rt = Runtime(spec, worker_id=0, mode="thread", pool=None)
+        >>> job = Job(0, "build", ((Context(), np.array([5, 6])),), "batch 0")
+        >>> rt.run(job).value.tolist()
+        [5, 6]
+    """
+
+    def __init__(self, spec: WorkerSpec, worker_id: int, mode: str, pool: BufferPool | None):
+        self.spec = spec
+        self.info = WorkerInfo(
+            id=worker_id,
+            num_workers=spec.num_workers,
+            seed=spec.seed,
+            mode=mode,
+            dataset=spec.dataset,
+            init_arg=spec.init_arg,
+        )
+        # The parent counts skipped records against max_errors, in record order.
+        self.builder = BatchBuilder(
+            spec.dataset,
+            spec.collate_fn,
+            spec.batch_size,
+            pool=pool,
+            on_error=spec.on_error,
+            max_errors=sys.maxsize,
+            split=False,
+        )
+        self.builder.keep_errors = True
+
+    def start(self) -> None:
+        """Mark the calling thread as this worker and run the user's ``worker_init_fn``."""
+        set_worker_info(self.info)
+        if self.spec.worker_init_fn is not None:
+            self.spec.worker_init_fn(self.info)
+
+    def run(self, job: Job) -> Done:
+        """Do ``job``; exceptions propagate with the sample and batch located."""
+        counters = self.builder.counters
+        fetch, collate = counters.fetch_seconds, counters.collate_seconds
+        skipped = len(counters.errors)
+        if job.kind == "build":
+            value = self.builder.build(list(job.parts), job.where, empty=EMPTY)
+        else:
+            ((ctx, indices),) = job.parts
+            value = self.builder.records(ctx, indices, job.where)
+        return Done(
+            value,
+            counters.fetch_seconds - fetch,
+            counters.collate_seconds - collate,
+            [
+                (index, summary, exc)
+                for (index, summary), exc in zip(
+                    counters.skipped[skipped:], counters.errors[skipped:], strict=True
+                )
+            ],
+        )

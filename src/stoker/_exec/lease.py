@@ -1,0 +1,102 @@
+"""``WorkerLease``: a loader's persistent workers, lent to one iterator at a time.
+
+Workers start with a loader's first iterator and serve every later epoch, so an
+epoch does not pay for starting processes and sending the pipeline again. One
+iterator holds them at a time; an iterator created while another one still reads
+gets workers of its own, which end with it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .._batching.pool import BufferPool
+from .jobs import WorkerSpec
+from .threads import ThreadExecutor
+
+if TYPE_CHECKING:
+    from .._loader import DataLoader
+
+__all__ = ["WorkerLease"]
+
+
+class WorkerLease:
+    """Starts, lends and ends the workers of one loader.
+
+    Resources:
+        Owns the loader's shared executor (its threads or processes), ended by
+        :meth:`close`, which also runs when the loader is garbage collected or the
+        interpreter exits. Private executors lent to concurrent iterators are ended
+        by their iterators.
+    """
+
+    def __init__(self, loader: DataLoader[Any]) -> None:
+        self._lock = threading.Lock()
+        self._tokens = itertools.count(1)
+        self._shared: Any = None
+        self._holder: int | None = None
+        self._finalizer = weakref.finalize(loader, _close, self)
+
+    def lease(self, loader: DataLoader[Any]) -> tuple[Any, int, Callable[[], None]]:
+        """An executor for a new iterator, its token, and how to give it back."""
+        with self._lock:
+            token = next(self._tokens)
+            if self._shared is not None and self._shared.broken is not None:
+                self._shared.close()
+                self._shared = None
+                self._holder = None
+            if self._holder is None:
+                if self._shared is None:
+                    self._shared = start_executor(loader)
+                self._holder = token
+                return self._shared, token, lambda: self._give_back(token)
+        private = start_executor(loader)
+        return private, token, private.close
+
+    def _give_back(self, token: int) -> None:
+        with self._lock:
+            if self._holder == token:
+                self._holder = None
+
+    def close(self) -> None:
+        """End the shared workers (idempotent); the next iterator starts new ones."""
+        with self._lock:
+            shared, self._shared, self._holder = self._shared, None, None
+        if shared is not None:
+            shared.close()
+
+
+def _close(lease: WorkerLease) -> None:
+    lease.close()
+
+
+def start_executor(loader: DataLoader[Any]) -> Any:
+    """Start the workers ``loader`` asks for (threads or processes)."""
+    cfg = loader._config
+    dataset = loader._dataset
+    init_arg = cfg.worker_init_arg(loader) if cfg.worker_init_arg is not None else None
+    spec = WorkerSpec(
+        dataset=dataset,  # type: ignore[arg-type]
+        collate_fn=cfg.collate_fn,
+        batch_size=cfg.batch_size or 1,
+        on_error=cfg.on_error,
+        seed=cfg.seed,
+        num_workers=cfg.num_workers,
+        worker_init_fn=cfg.worker_init_fn,
+        init_arg=init_arg,
+    )
+    depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
+    if loader._resolved_mode() == "thread":
+        return ThreadExecutor(spec, BufferPool(cfg.batch_size or 1, depth + 4))
+    from .processes import ProcessExecutor
+
+    return ProcessExecutor(
+        spec,
+        start_method=cfg.start_method,
+        restart=cfg.restart_workers,
+        slot_cap=depth + 4,
+    )

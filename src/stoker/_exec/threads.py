@@ -1,0 +1,139 @@
+"""``ThreadExecutor``: worker threads that take jobs from one shared queue.
+
+An idle thread takes the next job, so one slow record holds up only the thread
+reading it, never a backlog assigned ahead. The threads share the process's memory:
+batches are built straight into the loader's recycled buffers and handed over as
+they are.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+
+from .._batching.pool import BufferPool
+from .jobs import Done, Job, Runtime, WorkerSpec
+
+__all__ = ["JOIN_SECONDS", "ThreadExecutor"]
+
+JOIN_SECONDS = 5.0
+"""How long :meth:`close` waits for the workers, all together."""
+
+
+class ThreadExecutor:
+    """``num_workers`` daemon threads running jobs of one loader.
+
+    Example:
+        >>> import numpy as np, stoker as sk
+        >>> from stoker._context import Context
+        >>> spec = WorkerSpec(sk.range(10), None, 2, "raise", 0, 2, None, None)
+        >>> with ThreadExecutor(spec, BufferPool(2, 4)) as ex:
+        ...     job = Job(0, "build", ((Context(), np.array([7, 8])),), "batch 0")
+        ...     ex.submit(job).result().value.tolist()
+        [7, 8]
+
+    Resources:
+        Owns its threads (named ``stoker-worker-<i>``). :meth:`close` (idempotent)
+        cancels queued jobs, lets each thread finish the record it is reading and
+        joins them; the owner calls it when it is closed or garbage collected.
+
+    Errors:
+        An exception raised by a job (or by ``worker_init_fn``) is set on the job's
+        future, with its traceback.
+    """
+
+    mode = "thread"
+
+    def __init__(self, spec: WorkerSpec, pool: BufferPool) -> None:
+        self.num_workers = spec.num_workers
+        self._cond = threading.Condition()
+        self._queue: deque[tuple[Job, Future[Done]]] = deque()
+        self._closed = False
+        self.broken: BaseException | None = None
+        self._threads = [
+            threading.Thread(
+                target=self._work,
+                args=(Runtime(spec, i, "thread", pool),),
+                name=f"stoker-worker-{i}",
+                daemon=True,
+            )
+            for i in range(spec.num_workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: Job) -> Future[Done]:
+        """Queue ``job``; its future resolves to the worker's :class:`Done`."""
+        future: Future[Done] = Future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("submit() on a closed executor")
+            if self.broken is not None:
+                future.set_exception(self.broken)
+                return future
+            self._queue.append((job, future))
+            self._cond.notify()
+        return future
+
+    def cancel(self, token: int) -> None:
+        """Drop the queued jobs of iterator ``token`` (jobs already running finish)."""
+        with self._cond:
+            keep = [(j, f) for j, f in self._queue if j.token != token]
+            dropped = [f for j, f in self._queue if j.token == token]
+            self._queue = deque(keep)
+        for future in dropped:
+            future.cancel()
+
+    def _work(self, runtime: Runtime) -> None:
+        try:
+            runtime.start()
+        except BaseException as exc:
+            exc.add_note(f"stoker: raised by worker_init_fn in thread worker {runtime.info.id}")
+            self._fail(exc)
+            return
+        cond = self._cond
+        while True:
+            with cond:
+                while not self._queue and not self._closed:
+                    cond.wait()
+                if self._closed:
+                    return
+                job, future = self._queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(runtime.run(job))
+            except BaseException as exc:
+                future.set_exception(exc)
+            del future
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._cond:
+            if self.broken is None:
+                self.broken = exc
+            queued, self._queue = list(self._queue), deque()
+        for _, future in queued:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        """Cancel queued jobs and end the threads (idempotent)."""
+        with self._cond:
+            self._closed = True
+            queued, self._queue = list(self._queue), deque()
+            self._cond.notify_all()
+        for _, future in queued:
+            future.cancel()
+        deadline = time.monotonic() + JOIN_SECONDS
+        current = threading.current_thread()
+        for thread in self._threads:
+            if thread is not current:
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> ThreadExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
