@@ -40,6 +40,7 @@ class Executor(Protocol):
 
     def cancel(self, token: int) -> None: ...
 
+
 T = TypeVar("T")
 
 DEFAULT_DEPTH = 2
@@ -294,7 +295,7 @@ class JobWindow:
 
     def _take(self, deadline: float | None) -> tuple[Job, Future[Done]]:
         if self.ordered:
-            job, future = self._inflight[0]
+            _job, future = self._inflight[0]
             futures_wait([future], _remaining(deadline))
             if not future.done():
                 raise _timeout(self._timeout)

@@ -1,0 +1,383 @@
+"""``ProcessExecutor``: persistent worker processes fed job by job.
+
+Each worker has its own duplex pipe, so no lock is shared between processes and a
+worker killed at any moment cannot leave one held. The parent keeps the queue: a
+job goes to a worker the moment it is idle (one job per worker, so a slow record
+never holds up jobs queued behind it), from :meth:`submit` or from the results
+thread, which reads every pipe and every process sentinel. A sentinel that fires
+is a worker that died: it is named in :class:`~stoker.WorkerCrashed` at once, or
+replaced and its job sent again under ``restart_workers=True``.
+
+Batches come back as layouts of shared-memory slots (see ``slots.py``); the
+results thread turns them into NumPy views before resolving the job's future.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import cloudpickle
+
+from ..errors import IteratorFailed, WorkerCrashed, WorkerError
+from .jobs import Done, Job, WorkerSpec
+from .shm import sharing_for_workers
+from .slots import SlotRef, SlotRing
+from .worker import PackedError, worker_main
+
+__all__ = ["ProcessExecutor"]
+
+_GRACE_SECONDS = 1.0  # for a worker to finish its job and stop before SIGTERM
+_JOIN_SECONDS = 5.0
+
+
+class _Worker:
+    __slots__ = ("conn", "id", "job", "lifeline", "pid", "process", "retired")
+
+    def __init__(self, worker_id: int, process: Any, conn: Connection, lifeline: Connection):
+        self.id = worker_id
+        self.process = process
+        self.conn = conn
+        self.lifeline = lifeline
+        self.pid: int = process.pid
+        self.job: tuple[Job, Future[Done], SlotRef | None] | None = None
+        self.retired: list[int] = []
+
+
+class ProcessExecutor:
+    """``spec.num_workers`` processes running jobs of one loader.
+
+    Example:
+        >>> import numpy as np, stoker as sk
+        >>> from stoker._context import Context
+        >>> spec = WorkerSpec(sk.range(10), None, 2, "raise", 0, 1, None, None)
+        >>> with ProcessExecutor(spec, start_method="forkserver") as ex:
+        ...     job = Job(0, "build", ((Context(), np.array([7, 8])),), "batch 0")
+        ...     ex.submit(job).result(timeout=60).value.tolist()
+        [7, 8]
+
+    Resources:
+        Owns the worker processes, their pipes, a results thread
+        (``stoker-results``) and the slot ring. :meth:`close` (idempotent) stops
+        the workers (SIGTERM, then SIGKILL, within 5 s), ends the thread and
+        releases the slots. A worker whose parent dies exits within a second (its
+        lifeline pipe closes); slot memory is anonymous, so no exit path leaves
+        anything in ``/dev/shm``.
+
+    Errors:
+        A job's exception reaches its future as its own type when it can be rebuilt
+        here (else :class:`~stoker.WorkerError`), with the worker's traceback as a
+        note; :class:`~stoker.WorkerCrashed` when a worker dies.
+    """
+
+    mode = "process"
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        *,
+        start_method: str = "forkserver",
+        restart: bool = False,
+        slot_cap: int = 8,
+    ) -> None:
+        self.num_workers = spec.num_workers
+        self._restart = restart
+        self._ctx = multiprocessing.get_context(start_method)
+        if start_method == "forkserver":
+            # Workers forked from a server that already imported stoker start faster.
+            self._ctx.set_forkserver_preload(["stoker._exec.worker"])
+        with sharing_for_workers():
+            self._payload = cloudpickle.dumps(spec)
+        self._ring = SlotRing(slot_cap)
+        self._lock = threading.RLock()
+        self._pending: deque[tuple[Job, Future[Done]]] = deque()
+        self._closed = False
+        self.broken: BaseException | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        self._workers: list[_Worker] = []
+        self._dead: list[_Worker] = []  # ended workers, joined by close()
+        try:
+            for i in range(spec.num_workers):
+                self._workers.append(self._spawn(i))
+        except BaseException:
+            self.close()
+            raise
+        self._reader = threading.Thread(target=self._read, name="stoker-results", daemon=True)
+        self._reader.start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the workers."""
+        return [w.pid for w in self._workers]
+
+    def _spawn(self, worker_id: int) -> _Worker:
+        conn, child_conn = self._ctx.Pipe(duplex=True)
+        life_r, life_w = self._ctx.Pipe(duplex=False)
+        process = self._ctx.Process(  # type: ignore[attr-defined]
+            target=worker_main,
+            args=(worker_id, child_conn, life_r, self._payload),
+            name=f"stoker-worker-{worker_id}",
+            daemon=True,
+        )
+        process.start()
+        child_conn.close()
+        life_r.close()
+        return _Worker(worker_id, process, conn, life_w)
+
+    # -- the parent's side of the queue ---------------------------------------------
+
+    def submit(self, job: Job) -> Future[Done]:
+        """Queue ``job``; its future resolves to the worker's :class:`Done`."""
+        future: Future[Done] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("submit() on a closed executor")
+            if self.broken is not None:
+                future.set_exception(self.broken)
+                return future
+            self._pending.append((job, future))
+            self._dispatch()
+        return future
+
+    def cancel(self, token: int) -> None:
+        """Drop the queued jobs of iterator ``token`` (jobs already sent finish)."""
+        with self._lock:
+            dropped = [f for j, f in self._pending if j.token == token]
+            self._pending = deque((j, f) for j, f in self._pending if j.token != token)
+        for future in dropped:
+            future.cancel()
+
+    def _dispatch(self) -> None:
+        """Give queued jobs to idle workers (called with the lock held)."""
+        retired = self._ring.take_retired()
+        for worker in self._workers:
+            worker.retired.extend(retired)
+        for worker in self._workers:
+            if worker.job is not None:
+                continue
+            while self._pending:
+                job, future = self._pending.popleft()
+                # A re-issued job of a dead worker is running already.
+                if future.running() or future.set_running_or_notify_cancel():
+                    break
+            else:
+                return
+            slot = self._ring.acquire() if job.kind == "build" else None
+            worker.job = (job, future, slot)
+            message = ("job", job.for_worker(), slot, worker.retired)
+            worker.retired = []
+            # If the worker died, its sentinel reports it with the job it held.
+            with contextlib.suppress(OSError):
+                worker.conn.send_bytes(pickle.dumps(message, protocol=5))
+
+    # -- the results thread ---------------------------------------------------------
+
+    def _read(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                by_object: dict[Any, tuple[str, _Worker]] = {}
+                for worker in self._workers:
+                    by_object[worker.conn] = ("conn", worker)
+                    by_object[worker.process.sentinel] = ("sentinel", worker)
+            ready = wait([*by_object, self._wake_r])
+            for obj in ready:
+                if obj == self._wake_r:
+                    os.read(self._wake_r, 4096)
+                    continue
+                kind, worker = by_object[obj]
+                if worker not in self._workers:
+                    continue  # replaced earlier in this round
+                if kind == "sentinel" or not self._receive(worker):
+                    self._died(worker)
+
+    def _receive(self, worker: _Worker) -> bool:
+        """Handle one message from ``worker``; False when its pipe is closed."""
+        try:
+            message = pickle.loads(worker.conn.recv_bytes())
+        except (EOFError, OSError):
+            return False
+        tag = message[0]
+        if tag == "init_error":
+            self._break(self._rebuild(message[1], worker, None))
+            return True
+        if tag == "ready":
+            return True
+        with self._lock:
+            held, worker.job = worker.job, None
+        if held is None:
+            return True
+        job, future, slot = held
+        if tag == "done":
+            _, _, done, layout, nbytes = message
+            if nbytes:
+                self._ring.note_size(nbytes)
+            if layout is not None and slot is not None:
+                done.value = self._ring.view(slot, layout)
+            future.set_result(done)
+        else:
+            future.set_exception(self._rebuild(message[2], worker, job))
+        if slot is not None:
+            self._ring.release(slot)
+        del future, held
+        with self._lock:
+            self._dispatch()
+        return True
+
+    def _rebuild(self, packed: PackedError, worker: _Worker, job: Job | None) -> BaseException:
+        data, summary, text, sample = packed
+        batch = job.seq if job is not None and job.kind == "build" else None
+        exc: BaseException | None = None
+        if data is not None:
+            try:
+                exc = pickle.loads(data)
+            except Exception:
+                exc = None
+        if exc is None:
+            exc = WorkerError(summary, sample_index=sample, batch_index=batch)
+        exc.add_note(
+            f"stoker: raised in process worker {worker.id} (pid {worker.pid}); its traceback:\n"
+            + text
+        )
+        try:
+            exc.worker_traceback = text  # type: ignore[attr-defined]
+            exc.batch_index = batch  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+        return exc
+
+    def _died(self, worker: _Worker) -> None:
+        with self._lock:
+            if self._closed or worker not in self._workers:
+                return
+        while worker.conn.poll(0) and self._receive(worker):
+            pass  # results it sent before it died still count
+        worker.process.join(1.0)
+        code = worker.process.exitcode
+        with self._lock:
+            held, worker.job = worker.job, None
+            if self.closed:
+                return
+            if held is not None and held[2] is not None:
+                self._ring.release(held[2])
+            index = self._workers.index(worker)
+            _close_conns(worker)
+            if self._restart:
+                self._workers[index] = self._spawn(worker.id)
+                self._dead.append(worker)
+                if held is not None:
+                    self._pending.appendleft((held[0], held[1]))
+                self._dispatch()
+                return
+            del self._workers[index]
+            self._dead.append(worker)
+            doing = f"building {held[0].where}" if held is not None else "idle"
+            crash = WorkerCrashed(
+                f"worker process {worker.id} (pid {worker.pid}) {_describe_exit(code)} while "
+                f"{doing}; pass restart_workers=True to replace crashed workers and re-issue "
+                "their jobs, or look for the record that kills it (memory, a C extension)",
+                batch_index=held[0].seq if held is not None and held[0].kind == "build" else None,
+            )
+            crash.pid = worker.pid  # type: ignore[attr-defined]
+            crash.signal = -code if code is not None and code < 0 else None  # type: ignore[attr-defined]
+        if held is not None:
+            held[1].set_exception(crash)
+        self._break(crash)
+
+    def _break(self, exc: BaseException) -> None:
+        """Fail every queued and future job with ``exc``."""
+        with self._lock:
+            if self.broken is None:
+                self.broken = exc
+            queued, self._pending = list(self._pending), deque()
+        for _, future in queued:
+            if future.running() or future.set_running_or_notify_cancel():
+                future.set_exception(exc)
+
+    # -- ending ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the workers and the results thread; release the slots (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            queued, self._pending = list(self._pending), deque()
+            held = [w.job for w in self._workers if w.job is not None]
+            for worker in self._workers:
+                worker.job = None
+                with contextlib.suppress(OSError):
+                    worker.conn.send_bytes(pickle.dumps(("stop",)))
+        for _, future in queued:
+            future.cancel()
+        for _, future, _ in held:
+            if not future.done():
+                future.set_exception(
+                    IteratorFailed("the loader was closed while this batch was being built")
+                )
+        os.write(self._wake_w, b"x")
+        reader = getattr(self, "_reader", None)
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(_JOIN_SECONDS)
+        _stop_processes([w.process for w in self._workers + self._dead])
+        for worker in self._workers:
+            _close_conns(worker)
+        self._ring.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def __enter__(self) -> ProcessExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _close_conns(worker: _Worker) -> None:
+    worker.conn.close()
+    worker.lifeline.close()
+
+
+def _stop_processes(processes: list[Any]) -> None:
+    """Let workers stop on their own, then SIGTERM, then SIGKILL: all gone within 5 s."""
+    deadline = time.monotonic() + _GRACE_SECONDS
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + _JOIN_SECONDS - _GRACE_SECONDS - 0.5
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join(0.5)
+    for process in processes:
+        with contextlib.suppress(ValueError):  # still running after SIGKILL: reaped later
+            process.close()
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"

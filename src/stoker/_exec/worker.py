@@ -1,0 +1,158 @@
+"""The main function of a worker process, and how its errors travel to the parent.
+
+A worker gets its pipeline once (cloudpickled bytes), then serves jobs from its pipe
+until it is told to stop, its pipe closes, or its parent goes away. It never
+decides order or state: it builds what a job names, into the slot the job names.
+
+Messages to the parent: ``("ready", pid)``, ``("done", seq, Done, layout, nbytes)``,
+``("error", seq, packed error)`` and ``("init_error", packed error)``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import pickle
+import signal
+import threading
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+import cloudpickle
+
+from .jobs import EMPTY, Runtime, WorkerSpec
+from .slots import SlotWriter
+
+__all__ = ["PackedError", "pack_error", "worker_main"]
+
+PackedError = tuple[bytes | None, str, str, int | None]
+"""(the pickled exception if it survives a round trip, its type and message, the
+worker's traceback text, the sample index)."""
+
+_LIFELINE_POLL = 0.5
+
+
+def pack_error(exc: BaseException) -> PackedError:
+    """``exc`` ready to cross to the parent: itself when it can be rebuilt there."""
+    text = "".join(traceback.format_exception(exc))
+    sample = getattr(exc, "sample_index", None)
+    summary = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    try:
+        data = cloudpickle.dumps(exc)
+        pickle.loads(data)
+    except Exception:
+        data = None
+    return data, summary, text, sample if isinstance(sample, int) else None
+
+
+def _tune_malloc() -> None:
+    """Keep freed large blocks for reuse instead of returning them to the system.
+
+    A decoded image or an augmented array is a large allocation; glibc's default is
+    to map and unmap each one, which costs page faults on every record.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 64 << 20)
+    mallopt(m_trim_threshold, 256 << 20)
+
+
+def _watch_lifeline(lifeline: Connection, parent: int) -> None:
+    """Exit as soon as the parent goes away (its end of the lifeline closes)."""
+    while True:
+        try:
+            if lifeline.poll(_LIFELINE_POLL):
+                lifeline.recv_bytes()
+        except (EOFError, OSError):
+            os._exit(0)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def worker_main(worker_id: int, conn: Connection, lifeline: Connection, payload: bytes) -> None:
+    """Run one worker process until it is stopped (the target of the process)."""
+    parent = os.getppid()  # the parent, or the fork server that started this process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    threading.Thread(
+        target=_watch_lifeline, args=(lifeline, parent), name="stoker-lifeline", daemon=True
+    ).start()
+    _tune_malloc()
+    try:
+        spec: WorkerSpec = cloudpickle.loads(payload)
+        del payload
+        writer = SlotWriter(spec.batch_size)
+        runtime = Runtime(spec, worker_id, "process", pool=writer)  # type: ignore[arg-type]
+        runtime.start()
+    except BaseException as exc:
+        exc.add_note(f"stoker: raised while starting process worker {worker_id}")
+        _send(conn, ("init_error", pack_error(exc)))
+        return
+    _send(conn, ("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        _, job, slot, retired = message
+        writer.forget(retired)
+        writer.use(slot)
+        try:
+            done = runtime.run(job)
+        except Exception as exc:
+            _send(conn, ("error", job.seq, pack_error(exc)))
+            continue
+        layout, nbytes = None, 0
+        if job.kind == "build" and done.value is not EMPTY:
+            layout, nbytes = writer.export(done.value)
+            if layout is not None:
+                done.value = None
+        done.skipped = [(i, s, _portable(e)) for i, s, e in done.skipped]
+        try:
+            data = _dumps(("done", job.seq, done, layout, nbytes))
+        except Exception as exc:
+            exc.add_note(f"stoker: the batch for {job.where} cannot be sent to the main process")
+            data = _dumps(("error", job.seq, pack_error(exc)))
+        if not _send_bytes(conn, data):
+            return
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it pickles, else a :class:`~stoker.WorkerError` with its text."""
+    try:
+        pickle.loads(cloudpickle.dumps(exc))
+        return exc
+    except Exception:
+        from ..errors import WorkerError
+
+        return WorkerError(f"{type(exc).__name__}: {exc}")
+
+
+def _send(conn: Connection, message: Any) -> bool:
+    """Send ``message``; False when the parent is gone."""
+    return _send_bytes(conn, _dumps(message))
+
+
+def _send_bytes(conn: Connection, data: bytes) -> bool:
+    try:
+        conn.send_bytes(data)
+    except (BrokenPipeError, EOFError, OSError):
+        return False
+    return True
+
+
+def _dumps(message: Any) -> bytes:
+    try:
+        return pickle.dumps(message, protocol=5)
+    except Exception:
+        return cloudpickle.dumps(message)  # type: ignore[no-any-return]
