@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, overload
 
 import numpy as np
 
@@ -254,9 +254,14 @@ class IterDataset(Generic[T]):
 
     # -- the loader's protocol ------------------------------------------------------
 
+    shards_itself: ClassVar[bool] = False
+    """Set to True when ``__iter__`` reads only its worker's part of the stream (from
+    ``sk.get_worker_info()``); otherwise, with several workers, each worker reads the
+    whole stream and keeps every ``num_workers``-th record."""
+
     def _open(self, ctx: Context, state: dict[str, Any] | None) -> StreamCursor[T]:
-        """Start reading at ``state`` (None: the beginning)."""
-        return open_user_stream(self, state)
+        """Start reading at ``state`` (None: the beginning), only ``ctx.shard``'s part."""
+        return open_user_stream(self, state, ctx.shard)
 
     # -- chaining -------------------------------------------------------------------
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Generic
 from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
+from ._dataset import IterDataset
 from ._exec.jobs import EMPTY, Done, Job
+from ._parts import StreamParts
 from ._plan import ChunkReader, StreamPlan
 from ._prefetch import DEFAULT_DEPTH, JobWindow, Prefetcher
 from ._stats import LoaderStats, bottleneck_verdict
@@ -72,8 +74,13 @@ class LoaderIterator(Generic[B]):
         cfg = loader._config
         self._loader = loader
         self._epoch = epoch
-        self._plan, self._builder = loader._plan(epoch, state)  # stages 1-4
         self._mode = loader._resolved_mode()
+        parted = self._mode != "inline" and isinstance(loader._dataset, IterDataset)
+        if parted:  # each worker opens its own part of the stream
+            self._plan: Any = None
+            self._builder: BatchBuilder | None = None
+        else:
+            self._plan, self._builder = loader._plan(epoch, state)  # stages 1-4
         self._fetch_seconds = 0.0  # reported by workers
         self._collate_seconds = 0.0
         self._skipped: list[tuple[int, str]] = []
@@ -83,7 +90,27 @@ class LoaderIterator(Generic[B]):
         self._reader: ChunkReader | None = None
         self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
         release: Callable[[], None] = _nothing
-        if self._mode == "inline" or isinstance(self._plan, StreamPlan):
+        if parted:
+            executor, token, release = loader._lease()  # stage 5
+            self._plan = StreamParts(
+                executor=executor,
+                num_parts=cfg.num_workers,
+                batch_size=cfg.batch_size,
+                last_batch=cfg.last_batch,
+                seed=cfg.seed,
+                header=loader._header(),
+                epoch=epoch,
+                state=state,
+                depth=cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers,
+                ordered=cfg.ordered,
+                timeout=cfg.timeout,
+                token=token,
+                on_done=self._count_done,
+            )
+            self._window = Prefetcher(  # stage 6: the parts' jobs are the window
+                self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"
+            )
+        elif self._mode == "inline" or isinstance(self._plan, StreamPlan):
             self._plan.skip_ahead(ahead)
             depth = cfg.prefetch
             if depth is None and cfg.timeout is not None:
@@ -115,8 +142,9 @@ class LoaderIterator(Generic[B]):
                 self._window = Prefetcher(
                     self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"
                 )
+        parts = self._plan if isinstance(self._plan, StreamParts) else None
         self._finalizer = weakref.finalize(
-            self, _close_all, self._window, self._builder, self._reader, release
+            self, _close_all, self._window, self._builder, self._reader or parts, release
         )
         self._box = box
         start = self._plan.state() if self._jobs is None else self._jobs.state()
@@ -251,7 +279,7 @@ class LoaderIterator(Generic[B]):
 def _close_all(
     window: Prefetcher[Any] | JobWindow,
     builder: BatchBuilder | None,
-    reader: ChunkReader | None,
+    reader: ChunkReader | StreamParts | None,
     release: Callable[[], None],
 ) -> None:
     window.close()

@@ -226,6 +226,11 @@ class DataLoader(Generic[B]):
             raise NotSupportedError(
                 "on_error='skip' needs a map-style dataset: a stream that raised cannot go on"
             )
+        if cfg.restart_workers:
+            raise NotSupportedError(
+                "restart_workers=True needs a map-style dataset: a stream part's position "
+                "lives in the worker that reads it, and dies with it"
+            )
 
     # -- description --------------------------------------------------------------
 

@@ -119,6 +119,8 @@ class Prefetcher(Generic[T]):
         start = time.perf_counter()
         try:
             item = self._produce()
+        except LoaderTimeout:
+            raise  # the producer is waiting on workers: asking again may succeed
         except BaseException:
             self._finished = True
             raise

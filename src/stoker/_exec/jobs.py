@@ -2,7 +2,9 @@
 
 The parent process owns order and state; a job only says which records to read.
 ``build`` jobs make one batch from (context, indices) parts; ``records`` jobs read
-the records of one chunk for a plan that fills batches itself (filters, skipping).
+the records of one chunk for a plan that fills batches itself (filters, skipping);
+``stream`` jobs read the next batch of one part of a stream, on the worker that
+owns that part (the part's cursor lives there between jobs).
 The :class:`Runtime` of a worker turns a job into a :class:`Done`, the same way in
 a thread or a process.
 """
@@ -10,21 +12,22 @@ a thread or a process.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from .._batching.builder import BatchBuilder
+from .._batching.builder import BatchBuilder, add_location
 from .._batching.pool import BufferPool
 from .._context import SKIP, Context
-from .._dataset import Dataset
+from .._dataset import Dataset, IterDataset, StreamCursor
 from .._worker_info import WorkerInfo, set_worker_info
 
 __all__ = ["EMPTY", "Done", "Job", "Runtime", "WorkerSpec"]
 
-JobKind = Literal["build", "records"]
+JobKind = Literal["build", "records", "stream"]
 
 EMPTY: Any = SKIP
 """The result of a ``build`` job whose records were all skipped."""
@@ -46,10 +49,22 @@ class Job:
     state: dict[str, Any] | None = None
     count: int = 0
     token: int = 0
+    part: int = -1  # stream jobs: the part (and the worker that owns it)
+    open_state: dict[str, Any] | None = None  # stream jobs: where the part starts
 
     def for_worker(self) -> Job:
         """This job without the parent-side state (what is sent to a process)."""
-        return Job(self.seq, self.kind, self.parts, self.where, None, self.count, self.token)
+        return Job(
+            self.seq,
+            self.kind,
+            self.parts,
+            self.where,
+            None,
+            self.count,
+            self.token,
+            self.part,
+            self.open_state,
+        )
 
 
 @dataclass(slots=True)
@@ -66,13 +81,15 @@ class Done:
     fetch_seconds: float = 0.0
     collate_seconds: float = 0.0
     skipped: list[tuple[int, str, BaseException]] = field(default_factory=list)
+    states: list[dict[str, Any]] | None = None  # stream jobs: the part's state after each item
+    count: int = 0  # stream jobs: records read
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
     """Everything a worker needs, sent once per worker (pickled with cloudpickle)."""
 
-    dataset: Dataset[Any]
+    dataset: Dataset[Any] | IterDataset[Any]
     collate_fn: Callable[[list[Any]], Any] | None
     batch_size: int
     on_error: str
@@ -80,6 +97,7 @@ class WorkerSpec:
     num_workers: int
     worker_init_fn: Callable[[WorkerInfo], None] | None
     init_arg: Any
+    batched: bool = True  # False: records one by one (batch_size=None)
 
 
 class Runtime:
@@ -106,7 +124,7 @@ class Runtime:
         )
         # The parent counts skipped records against max_errors, in record order.
         self.builder = BatchBuilder(
-            spec.dataset,
+            spec.dataset if isinstance(spec.dataset, Dataset) else None,
             spec.collate_fn,
             spec.batch_size,
             pool=pool,
@@ -115,6 +133,8 @@ class Runtime:
             split=False,
         )
         self.builder.keep_errors = True
+        self._streams: dict[tuple[int, int], StreamCursor[Any]] = {}
+        self._batched = spec.batched
 
     def start(self) -> None:
         """Mark the calling thread as this worker and run the user's ``worker_init_fn``."""
@@ -127,6 +147,8 @@ class Runtime:
         counters = self.builder.counters
         fetch, collate = counters.fetch_seconds, counters.collate_seconds
         skipped = len(counters.errors)
+        if job.kind == "stream":
+            return self._read_stream(job)
         if job.kind == "build":
             value = self.builder.build(list(job.parts), job.where, empty=EMPTY)
         else:
@@ -143,3 +165,38 @@ class Runtime:
                 )
             ],
         )
+
+    def _read_stream(self, job: Job) -> Done:
+        """The next batch (or, unbatched, the next few records) of one stream part.
+
+        The part's cursor stays open between jobs; a job of a new iterator (token)
+        opens its parts afresh at ``open_state``.
+        """
+        key = (job.token, job.part)
+        cursor = self._streams.get(key)
+        if cursor is None:
+            for old in [k for k in self._streams if k[0] != job.token]:
+                del self._streams[old]
+            ((ctx, _),) = job.parts
+            dataset: IterDataset[Any] = self.spec.dataset  # type: ignore[assignment]
+            cursor = self._streams[key] = dataset._open(ctx, job.open_state)
+        start = time.perf_counter()
+        records: list[Any] = []
+        states: list[dict[str, Any]] = []
+        try:
+            for _ in range(job.count):
+                records.append(next(cursor))
+                if not self._batched:
+                    states.append(cursor.state_dict())
+        except StopIteration:
+            pass
+        except Exception as exc:
+            add_location(exc, None, f"record {len(records)} of {job.where}")
+            raise
+        fetch = time.perf_counter() - start
+        if self._batched:
+            states = [cursor.state_dict()]
+            value = self.builder.collate(records) if records else EMPTY
+            collate = time.perf_counter() - start - fetch
+            return Done(value, fetch, collate, [], states, len(records))
+        return Done(records, fetch, 0.0, [], states, len(records))

@@ -80,7 +80,7 @@ def start_executor(loader: DataLoader[Any]) -> Any:
     dataset = loader._dataset
     init_arg = cfg.worker_init_arg(loader) if cfg.worker_init_arg is not None else None
     spec = WorkerSpec(
-        dataset=dataset,  # type: ignore[arg-type]
+        dataset=dataset,
         collate_fn=cfg.collate_fn,
         batch_size=cfg.batch_size or 1,
         on_error=cfg.on_error,
@@ -88,6 +88,7 @@ def start_executor(loader: DataLoader[Any]) -> Any:
         num_workers=cfg.num_workers,
         worker_init_fn=cfg.worker_init_fn,
         init_arg=init_arg,
+        batched=cfg.batch_size is not None,
     )
     depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
     if loader._resolved_mode() == "thread":

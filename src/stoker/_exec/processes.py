@@ -160,6 +160,23 @@ class ProcessExecutor:
         for future in dropped:
             future.cancel()
 
+    def _next_for(self, worker_id: int) -> tuple[Job, Future[Done]] | None:
+        """The first queued job this worker may take (called with the lock held).
+
+        A stream part's jobs go only to the worker that owns the part.
+        """
+        position = 0
+        while position < len(self._pending):
+            job, future = self._pending[position]
+            if job.part >= 0 and job.part % self.num_workers != worker_id:
+                position += 1
+                continue
+            del self._pending[position]
+            # A re-issued job of a dead worker is running already.
+            if future.running() or future.set_running_or_notify_cancel():
+                return job, future
+        return None
+
     def _dispatch(self) -> None:
         """Give queued jobs to idle workers (called with the lock held)."""
         retired = self._ring.take_retired()
@@ -168,13 +185,10 @@ class ProcessExecutor:
         for worker in self._workers:
             if worker.job is not None:
                 continue
-            while self._pending:
-                job, future = self._pending.popleft()
-                # A re-issued job of a dead worker is running already.
-                if future.running() or future.set_running_or_notify_cancel():
-                    break
-            else:
-                return
+            taken = self._next_for(worker.id)
+            if taken is None:
+                continue
+            job, future = taken
             slot = self._ring.acquire() if job.kind == "build" else None
             worker.job = (job, future, slot)
             message = ("job", job.for_worker(), slot, worker.retired)

@@ -1,7 +1,8 @@
 """``ThreadExecutor``: worker threads that take jobs from one shared queue.
 
 An idle thread takes the next job, so one slow record holds up only the thread
-reading it, never a backlog assigned ahead. The threads share the process's memory:
+reading it, never a backlog assigned ahead. The exception is a stream part: its
+jobs go to the one thread that owns the part's open cursor. The threads share the process's memory:
 batches are built straight into the loader's recycled buffers and handed over as
 they are.
 """
@@ -74,7 +75,10 @@ class ThreadExecutor:
                 future.set_exception(self.broken)
                 return future
             self._queue.append((job, future))
-            self._cond.notify()
+            if job.part >= 0:  # a stream part's job: only its owner may take it
+                self._cond.notify_all()
+            else:
+                self._cond.notify()
         return future
 
     def cancel(self, token: int) -> None:
@@ -86,6 +90,14 @@ class ThreadExecutor:
         for future in dropped:
             future.cancel()
 
+    def _next_for(self, worker_id: int) -> tuple[Job, Future[Done]] | None:
+        """The first queued job this worker may take (called with the lock held)."""
+        for position, (job, future) in enumerate(self._queue):
+            if job.part < 0 or job.part % self.num_workers == worker_id:
+                del self._queue[position]
+                return job, future
+        return None
+
     def _work(self, runtime: Runtime) -> None:
         try:
             runtime.start()
@@ -93,14 +105,14 @@ class ThreadExecutor:
             exc.add_note(f"stoker: raised by worker_init_fn in thread worker {runtime.info.id}")
             self._fail(exc)
             return
-        cond = self._cond
+        cond, worker_id = self._cond, runtime.info.id
         while True:
             with cond:
-                while not self._queue and not self._closed:
+                while not self._closed and (taken := self._next_for(worker_id)) is None:
                     cond.wait()
-                if self._closed:
+                if self._closed or taken is None:
                     return
-                job, future = self._queue.popleft()
+                job, future = taken
             if not future.set_running_or_notify_cancel():
                 continue
             try:

@@ -98,13 +98,25 @@ class _UserStateCursor(Cursor[T]):
         return state
 
 
-def open_user_stream(ds: IterDataset[T], state: State | None) -> Cursor[T]:
+def open_user_stream(
+    ds: IterDataset[T], state: State | None, shard: Shard | None = None
+) -> Cursor[T]:
     """Open a user-written ``IterDataset`` at ``state`` (None: the beginning).
 
     With ``state_dict``/``load_state_dict`` overridden, the state is the dataset's
     own; otherwise it is ``{"steps": n}`` and resuming reads ``n`` records again.
+    Given a ``shard`` of several parts, a dataset that does not declare
+    ``shards_itself`` is read whole and every ``count``-th record is kept (resumed
+    by counting).
     """
     cls = type(ds)
+    if shard is not None and shard.count > 1 and not ds.shards_itself:
+        part = shard
+        return CountingCursor(
+            lambda: itertools.islice(iter(ds), part.index, None, part.count),
+            state_count(state, "steps", cls.__name__),
+            f"{cls.__name__} (part {part.index} of {part.count})",
+        )
     if (
         cls.state_dict is not IterDataset.state_dict
         and cls.load_state_dict is not IterDataset.load_state_dict

@@ -1,0 +1,209 @@
+"""``StreamParts``: a stream read by several workers, one disjoint part each.
+
+Worker ``k`` of ``n`` opens the stream with ``Shard(k, n)`` in its context: stoker's
+own sources read only that part (``from_iterable`` hands the shard to a factory
+that takes one, or keeps every n-th record), and a user's ``IterDataset`` keeps every
+n-th record unless it declares ``shards_itself``. No record is read twice.
+
+Batches are taken from the parts in turn (part 0, 1, ..., n-1, 0, ...), which makes
+the order a function of (seed, num_workers); with ``ordered=False`` a part's batch
+is handed out as soon as it is ready. Each part ends on its own, so an epoch may end
+with up to ``n`` short batches under ``last_batch="keep"``. The state holds every
+part's position after its last batch handed out, so a restore with the same
+``num_workers`` continues each part exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as futures_wait
+from typing import Any
+
+import numpy as np
+
+from ._context import Context
+from ._exec.jobs import EMPTY, Done, Job
+from ._plan import Item, _Plan
+from ._prefetch import Executor, _remaining, _timeout
+from ._sampling.shard import Shard
+from .errors import StateError
+
+__all__ = ["StreamParts"]
+
+_UNBATCHED_CHUNK = 32
+_NO_INDICES = np.empty(0, dtype=np.int64)
+
+
+class StreamParts(_Plan):
+    """Batches of a stream split across ``executor``'s workers (a plan and its window)."""
+
+    def __init__(
+        self,
+        *,
+        executor: Executor,
+        num_parts: int,
+        batch_size: int | None,
+        last_batch: str,
+        seed: int,
+        header: dict[str, Any],
+        epoch: int,
+        state: dict[str, Any] | None,
+        depth: int,
+        ordered: bool,
+        timeout: float | None,
+        token: int,
+        on_done: Callable[[Done], None],
+    ) -> None:
+        super().__init__(header, epoch, state)
+        self._executor = executor
+        self._n = num_parts
+        self._batch_size = batch_size
+        self._drop = last_batch == "drop"
+        self._seed = seed
+        self._depth = max(1, -(-depth // num_parts))
+        self.ordered = ordered
+        self._timeout = timeout
+        self._token = token
+        self._on_done = on_done
+        parts = None if state is None else state.get("stream")
+        self._states, self._next, self._ended = self._restore(parts)
+        self._opened = list(self._states)  # where each part's cursor starts
+        self._inflight: list[deque[tuple[Job, Future[Done]]]] = [deque() for _ in range(num_parts)]
+        self._unbatched: list[deque[tuple[Any, dict[str, Any]]]] = [
+            deque() for _ in range(num_parts)
+        ]
+        self._seq = 0
+        self.wait_seconds = 0.0
+
+    def _restore(self, parts: Any) -> tuple[list[dict[str, Any] | None], int, list[bool]]:
+        n = self._n
+        if parts is None:
+            return [None] * n, 0, [False] * n
+        if not isinstance(parts, dict) or "parts" not in parts:
+            raise StateError(
+                "this stream state was saved without workers; resume it with num_workers=0 "
+                "(a stream's order depends on how many workers split it)"
+            )
+        if parts["parts"] != n:
+            raise StateError(
+                f"this stream state was saved with num_workers={parts['parts']}; resume it "
+                f"with num_workers={parts['parts']} (a stream's parts depend on the worker count)"
+            )
+        return list(parts["states"]), int(parts["next"]), [bool(e) for e in parts["ended"]]
+
+    def state(self) -> dict[str, Any]:
+        stream = {
+            "parts": self._n,
+            "states": list(self._states),
+            "next": self._next,
+            "ended": list(self._ended),
+        }
+        return self._state(stream=stream)
+
+    def final_state(self) -> dict[str, Any]:
+        return self._next_epoch_state(stream=None)
+
+    # -- jobs -----------------------------------------------------------------------
+
+    def _top_up(self, part: int) -> None:
+        queue = self._inflight[part]
+        count = self._batch_size or _UNBATCHED_CHUNK
+        while not self._ended[part] and len(queue) < self._depth:
+            ctx = Context(self._seed, self._epoch, shard=Shard(part, self._n))
+            self._seq += 1
+            job = Job(
+                self._seq,
+                "stream",
+                ((ctx, _NO_INDICES),),
+                f"part {part} of {self._n} of the stream in epoch {self._epoch}",
+                count=count,
+                token=self._token,
+                part=part,
+                open_state=self._opened[part],
+            )
+            queue.append((job, self._executor.submit(job)))
+
+    def _ready_part(self, deadline: float | None) -> int:
+        """The part whose batch is handed out next (waiting for it when ordered)."""
+        live = [k for k in range(self._n) if not self._ended[k] or self._unbatched[k]]
+        if self.ordered:
+            while self._ended[self._next] and not self._unbatched[self._next]:
+                self._next = (self._next + 1) % self._n
+            part = self._next
+            if not self._unbatched[part]:
+                future = self._inflight[part][0][1]
+                futures_wait([future], _remaining(deadline))
+                if not future.done():
+                    raise _timeout(self._timeout)
+            return part
+        for part in live:
+            if self._unbatched[part] or self._inflight[part][0][1].done():
+                return part
+        heads = [self._inflight[k][0][1] for k in live]
+        futures_wait(heads, _remaining(deadline), FIRST_COMPLETED)
+        for part in live:
+            if self._inflight[part][0][1].done():
+                return part
+        raise _timeout(self._timeout)
+
+    def next_item(self) -> Item | None:
+        start = time.perf_counter()
+        deadline = None if self._timeout is None else start + self._timeout
+        try:
+            return self._next_item(deadline)
+        finally:
+            self.wait_seconds += time.perf_counter() - start
+
+    def _next_item(self, deadline: float | None) -> Item | None:
+        while True:
+            for part in range(self._n):
+                self._top_up(part)
+            if all(self._ended[k] and not self._unbatched[k] for k in range(self._n)):
+                self._done = True
+                return None
+            part = self._ready_part(deadline)
+            if self._unbatched[part]:
+                record, state = self._unbatched[part].popleft()
+                return self._hand_out(part, record, state, 1)
+            _, future = self._inflight[part].popleft()
+            done = future.result()
+            self._on_done(done)
+            if self._batch_size is None:
+                records: list[Any] = done.value
+                if len(records) < _UNBATCHED_CHUNK:
+                    self._end(part)
+                self._unbatched[part].extend(zip(records, done.states or [], strict=True))
+                continue
+            count = done.count
+            if done.value is EMPTY or count < self._batch_size:
+                self._end(part)
+                if done.value is EMPTY or self._drop:
+                    if done.states:
+                        self._states[part] = done.states[-1]
+                    continue
+            if done.states:
+                return self._hand_out(part, done.value, done.states[-1], count)
+            return self._hand_out(part, done.value, self._states[part], count)
+
+    def _hand_out(self, part: int, value: Any, state: dict[str, Any] | None, count: int) -> Item:
+        self._states[part] = state
+        self._next = (part + 1) % self._n
+        self._batches += 1
+        return value, self.state(), count
+
+    def _end(self, part: int) -> None:
+        """Part ``part`` has no more records: drop the jobs still asking it for some."""
+        self._ended[part] = True
+        for _, future in self._inflight[part]:
+            future.cancel()
+        self._inflight[part].clear()
+
+    def close(self) -> None:
+        self._executor.cancel(self._token)
+        for queue in self._inflight:
+            for _, future in queue:
+                future.cancel()
+            queue.clear()
