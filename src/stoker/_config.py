@@ -116,7 +116,9 @@ class LoaderConfig:
                 f"got {self.start_method!r}"
             )
         if not isinstance(self.restart_workers, bool):
-            raise ConfigError(f"restart_workers must be True or False, got {self.restart_workers!r}")
+            raise ConfigError(
+                f"restart_workers must be True or False, got {self.restart_workers!r}"
+            )
         if self.worker_init_arg is not None and not callable(self.worker_init_arg):
             raise ConfigError(
                 f"worker_init_arg must be callable (it gets the loader), "
