@@ -9,7 +9,9 @@ import numpy as np
 
 from .._context import Context, Skip
 from .._dataset import DatasetNode
+from .._exec.shm import is_sharing
 from ..errors import ConfigError
+from .shared import SharedArray, share_lock, shareable
 
 __all__ = ["ArrayDataset", "from_arrays"]
 
@@ -48,15 +50,29 @@ class ArrayDataset(DatasetNode[Any]):
     loader's buffers. A memory-mapped array stays on disk: only the rows asked for
     are read, and a pickled dataset reopens the file instead of carrying its bytes.
 
+    Process workers share one copy of every other array instead of each unpickling
+    its own: when the loader pickles the pipeline for them, each array is copied
+    once into a shared-memory segment, and a worker gathers from a read-only view
+    of it. That copy is made the first time and reused by every later loader over
+    this dataset, so change the arrays in place only before that (or build a new
+    dataset); threads and the main process always read the arrays themselves.
+
     Example:
         >>> import numpy as np, stoker as sk
         >>> ds = sk.from_arrays(x=np.arange(6).reshape(3, 2), y=np.array([0, 1, 0]))
         >>> ds[1]["x"].tolist(), int(ds[1]["y"])
         ([2, 3], 1)
 
+    Resources:
+        The shared copies, once made, belong to this dataset: their segments are
+        released when the dataset is garbage collected. A worker's copy of the dataset
+        maps them for as long as that copy lives.
+
     Errors:
         ConfigError: see :func:`from_arrays`.
     """
+
+    _shared: list[SharedArray | None] | None = None
 
     def __init__(self, names: list[str], arrays: list[np.ndarray], kind: str) -> None:
         self._names = names
@@ -65,6 +81,7 @@ class ArrayDataset(DatasetNode[Any]):
         # Plain ndarray views: gathers then return ndarrays, and no bytes are copied.
         self._arrays = [a.view(np.ndarray) for a in arrays]
         self._len = len(arrays[0])
+        self._shared = None
 
     def __len__(self) -> int:
         return self._len
@@ -92,11 +109,26 @@ class ArrayDataset(DatasetNode[Any]):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_arrays"] = [
+        state["_shared"] = None
+        arrays: list[Any] = [
             None if recipe is not None else a
             for a, recipe in zip(self._arrays, self._recipes, strict=True)
         ]
+        if is_sharing():
+            shared = self._share()
+            arrays = [a if s is None else s for a, s in zip(arrays, shared, strict=True)]
+        state["_arrays"] = arrays
         return state
+
+    def _share(self) -> list[SharedArray | None]:
+        """Shared copies of the arrays that are not reopened by file (made once, then cached)."""
+        with share_lock:
+            if self._shared is None:
+                self._shared = [
+                    SharedArray(a) if recipe is None and shareable(a) else None
+                    for a, recipe in zip(self._arrays, self._recipes, strict=True)
+                ]
+            return self._shared
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

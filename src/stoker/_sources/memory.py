@@ -10,7 +10,9 @@ import numpy as np
 
 from .._context import Context, Skip
 from .._dataset import DatasetNode
+from .._exec.shm import is_sharing
 from ..errors import ConfigError
+from .shared import SharedArray, SharedRecords, share_lock
 
 __all__ = ["InMemoryDataset", "from_sequence"]
 
@@ -46,7 +48,13 @@ class InMemoryDataset(DatasetNode[T]):
     The sequence is referenced, not copied: do not change it while it is in use.
     A sequence of plain ints, floats or bools (all of one type) also gets a compact
     NumPy copy, which serves whole batches with one vectorised gather and is what
-    a pickled dataset carries to process workers.
+    a pickled dataset carries.
+
+    Process workers share one copy instead of each unpickling its own: when the
+    loader pickles the pipeline for them, the records are pickled one by one into
+    a shared-memory segment (the NumPy copy, when there is one, is copied into a
+    segment as is), and a worker reads record ``i`` from there. That copy is made
+    the first time and reused by every later loader over this dataset.
 
     Example:
         >>> import stoker as sk
@@ -54,9 +62,16 @@ class InMemoryDataset(DatasetNode[T]):
         >>> len(ds), ds[1]
         (3, 'b')
 
+    Resources:
+        The shared copy, once made, belongs to this dataset: its segment is released
+        when the dataset is garbage collected. A worker's copy of the dataset maps
+        the segment for as long as that copy lives.
+
     Errors:
         ConfigError: ``seq`` is not a sequence (see :func:`from_sequence`).
     """
+
+    _shared: SharedRecords | SharedArray | None = None
 
     def __init__(self, seq: Sequence[T]) -> None:
         if not isinstance(seq, Sequence):
@@ -67,6 +82,7 @@ class InMemoryDataset(DatasetNode[T]):
         self._seq: Sequence[T] = seq
         self._len = len(seq)
         self._array = _numeric_copy(seq)
+        self._shared = None
 
     def __len__(self) -> int:
         return self._len
@@ -76,6 +92,8 @@ class InMemoryDataset(DatasetNode[T]):
         if array is not None:
             # tolist() turns int64/float64/bool back into the exact Python objects.
             return array.take(indices, None, None, "clip").tolist()  # type: ignore[no-any-return]
+        if isinstance(self._seq, SharedRecords):  # in a process worker
+            return self._seq.get_many(indices)
         keys = indices.tolist()
         if len(keys) > 1:
             return list(operator.itemgetter(*keys)(self._seq))
@@ -89,9 +107,23 @@ class InMemoryDataset(DatasetNode[T]):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
+        state["_shared"] = None
         if self._array is not None:
             state["_seq"] = ()  # the array holds the same records, more compactly
+        if is_sharing() and self._len:
+            shared = self._share()
+            state["_array" if self._array is not None else "_seq"] = shared
         return state
+
+    def _share(self) -> SharedRecords | SharedArray:
+        """The copy of the records that process workers map (made once, then cached)."""
+        with share_lock:
+            if self._shared is None:
+                array = self._array
+                self._shared = (
+                    SharedRecords.from_records(self._seq) if array is None else SharedArray(array)
+                )
+            return self._shared
 
 
 def from_sequence(seq: Sequence[T]) -> InMemoryDataset[T]:
