@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ._batching.builder import BatchBuilder, add_location
+from ._batching.builder import BatchBuilder, add_batch_index, add_location
 from ._context import SKIP, Context
 from ._dataset import IterDataset, StreamCursor
 from ._exec.jobs import Done, Job
@@ -162,7 +162,11 @@ class MapPlan(_Plan):
         if got is None:
             return None
         parts, count = got
-        batch = self._builder.build(parts, self._where())
+        try:
+            batch = self._builder.build(parts, self._where())
+        except Exception as exc:
+            add_batch_index(exc, self._batches)
+            raise
         self._position = self._cursor.position
         self._batches += 1
         return batch, self.state(), count

@@ -23,7 +23,7 @@ from .collate import default_collate
 from .pool import BufferPool
 from .tree import flatten
 
-__all__ = ["BatchBuilder", "BuildCounters", "add_location"]
+__all__ = ["BatchBuilder", "BuildCounters", "add_batch_index", "add_location"]
 
 
 @dataclass
@@ -48,6 +48,15 @@ def add_location(exc: BaseException, sample_index: int | None, where: str) -> No
             exc.sample_index = sample_index  # type: ignore[attr-defined]
     except AttributeError:  # exceptions with __slots__ cannot take attributes
         pass
+
+
+def add_batch_index(exc: BaseException, batch_index: int) -> None:
+    """Record the index (within its epoch) of the batch whose loading raised ``exc``."""
+    if getattr(exc, "batch_index", None) is None:
+        try:
+            exc.batch_index = batch_index  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
 
 
 class _NoRecords(Dataset[Any]):

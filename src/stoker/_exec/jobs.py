@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._batching.builder import BatchBuilder, add_location
+from .._batching.builder import BatchBuilder, add_batch_index, add_location
 from .._batching.pool import BufferPool
 from .._context import SKIP, Context
 from .._dataset import Dataset, IterDataset, StreamCursor
@@ -150,7 +150,11 @@ class Runtime:
         if job.kind == "stream":
             return self._read_stream(job)
         if job.kind == "build":
-            value = self.builder.build(list(job.parts), job.where, empty=EMPTY)
+            try:
+                value = self.builder.build(list(job.parts), job.where, empty=EMPTY)
+            except Exception as exc:
+                add_batch_index(exc, job.seq)
+                raise
         else:
             ((ctx, indices),) = job.parts
             value = self.builder.records(ctx, indices, job.where)

@@ -93,8 +93,9 @@ class ProcessExecutor:
         self._restart = restart
         self._ctx = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
-            # Workers forked from a server that already imported stoker start faster.
-            self._ctx.set_forkserver_preload(["stoker._exec.worker"])
+            # Workers forked from a server that already imported stoker (and the main
+            # module, as by default) start without importing either again.
+            self._ctx.set_forkserver_preload(["__main__", "stoker._exec.worker"])
         with sharing_for_workers():
             self._payload = cloudpickle.dumps(spec)
         self._ring = SlotRing(slot_cap)
