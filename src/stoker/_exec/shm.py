@@ -100,6 +100,8 @@ class Segment:
     def handle(self) -> SegmentHandle:
         """How another process attaches this segment (only while the owner has it open)."""
         if self._fd is None:
+            if self._mmap is None:
+                raise RuntimeError("the segment is closed: it cannot be shared any more")
             raise RuntimeError("only the process that created a segment can share it")
         return SegmentHandle(self._pid, self._fd, self.size)
 
