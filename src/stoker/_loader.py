@@ -136,10 +136,10 @@ class DataLoader(Generic[B]):
             max_errors=max_errors,
             shard=shard,
         )
-        if timeout is not None and prefetch == 0:
+        if timeout is not None and prefetch == 0 and num_workers == 0:
             raise ConfigError(
-                "timeout needs a background thread to watch the loading: use prefetch >= 1 "
-                "(or None) together with timeout"
+                "timeout needs a background thread or workers to watch the loading: use "
+                "prefetch >= 1 (or None), or num_workers >= 1, together with timeout"
             )
         self._dataset = as_dataset(dataset)
         self._sampler: Sampler | None = None
