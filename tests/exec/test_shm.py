@@ -94,7 +94,7 @@ def test_close_is_idempotent_and_ends_sharing():
     handle = segment.handle
     segment.close()
     segment.close()
-    with pytest.raises(RuntimeError, match="created"):
+    with pytest.raises(RuntimeError, match="closed"):
         segment.handle  # noqa: B018
     with pytest.raises(FileNotFoundError):
         attach(handle)

@@ -21,7 +21,6 @@ import pickle
 import signal
 import threading
 import time
-from collections import deque
 from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -30,6 +29,7 @@ import cloudpickle
 
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .jobs import Done, Job, WorkerSpec
+from .queue import QueuedExecutor
 from .shm import sharing_for_workers
 from .slots import SlotRef, SlotRing
 from .worker import PackedError, worker_main
@@ -53,7 +53,7 @@ class _Worker:
         self.retired: list[int] = []
 
 
-class ProcessExecutor:
+class ProcessExecutor(QueuedExecutor):
     """``spec.num_workers`` processes running jobs of one loader.
 
     Example:
@@ -89,7 +89,7 @@ class ProcessExecutor:
         restart: bool = False,
         slot_cap: int = 8,
     ) -> None:
-        self.num_workers = spec.num_workers
+        super().__init__(spec.num_workers)
         self._restart = restart
         self._ctx = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
@@ -99,10 +99,7 @@ class ProcessExecutor:
         with sharing_for_workers():
             self._payload = cloudpickle.dumps(spec)
         self._ring = SlotRing(slot_cap)
-        self._lock = threading.RLock()
-        self._pending: deque[tuple[Job, Future[Done]]] = deque()
-        self._closed = False
-        self.broken: BaseException | None = None
+        self._lock = self._cond
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
         self._dead: list[_Worker] = []  # ended workers, joined by close()
@@ -114,10 +111,6 @@ class ProcessExecutor:
             raise
         self._reader = threading.Thread(target=self._read, name="stoker-results", daemon=True)
         self._reader.start()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     @property
     def pids(self) -> list[int]:
@@ -140,43 +133,8 @@ class ProcessExecutor:
 
     # -- the parent's side of the queue ---------------------------------------------
 
-    def submit(self, job: Job) -> Future[Done]:
-        """Queue ``job``; its future resolves to the worker's :class:`Done`."""
-        future: Future[Done] = Future()
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("submit() on a closed executor")
-            if self.broken is not None:
-                future.set_exception(self.broken)
-                return future
-            self._pending.append((job, future))
-            self._dispatch()
-        return future
-
-    def cancel(self, token: int) -> None:
-        """Drop the queued jobs of iterator ``token`` (jobs already sent finish)."""
-        with self._lock:
-            dropped = [f for j, f in self._pending if j.token == token]
-            self._pending = deque((j, f) for j, f in self._pending if j.token != token)
-        for future in dropped:
-            future.cancel()
-
-    def _next_for(self, worker_id: int) -> tuple[Job, Future[Done]] | None:
-        """The first queued job this worker may take (called with the lock held).
-
-        A stream part's jobs go only to the worker that owns the part.
-        """
-        position = 0
-        while position < len(self._pending):
-            job, future = self._pending[position]
-            if job.part >= 0 and job.part % self.num_workers != worker_id:
-                position += 1
-                continue
-            del self._pending[position]
-            # A re-issued job of a dead worker is running already.
-            if future.running() or future.set_running_or_notify_cancel():
-                return job, future
-        return None
+    def _queued(self, job: Job) -> None:
+        self._dispatch()
 
     def _dispatch(self) -> None:
         """Give queued jobs to idle workers (called with the lock held)."""
@@ -313,16 +271,6 @@ class ProcessExecutor:
             held[1].set_exception(crash)
         self._break(crash)
 
-    def _break(self, exc: BaseException) -> None:
-        """Fail every queued and future job with ``exc``."""
-        with self._lock:
-            if self.broken is None:
-                self.broken = exc
-            queued, self._pending = list(self._pending), deque()
-        for _, future in queued:
-            if future.running() or future.set_running_or_notify_cancel():
-                future.set_exception(exc)
-
     # -- ending ---------------------------------------------------------------------
 
     def close(self) -> None:
@@ -330,8 +278,7 @@ class ProcessExecutor:
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
-            queued, self._pending = list(self._pending), deque()
+            queued = self._take_all()
             held = [w.job for w in self._workers if w.job is not None]
             for worker in self._workers:
                 worker.job = None
@@ -354,12 +301,6 @@ class ProcessExecutor:
         self._ring.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
-
-    def __enter__(self) -> ProcessExecutor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _close_conns(worker: _Worker) -> None:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
-from concurrent.futures import Future
 
 from .._batching.pool import BufferPool
-from .jobs import Done, Job, Runtime, WorkerSpec
+from .jobs import Job, Runtime, WorkerSpec
+from .queue import QueuedExecutor
 
 __all__ = ["JOIN_SECONDS", "ThreadExecutor"]
 
@@ -23,7 +22,7 @@ JOIN_SECONDS = 5.0
 """How long :meth:`close` waits for the workers, all together."""
 
 
-class ThreadExecutor:
+class ThreadExecutor(QueuedExecutor):
     """``num_workers`` daemon threads running jobs of one loader.
 
     Example:
@@ -48,11 +47,7 @@ class ThreadExecutor:
     mode = "thread"
 
     def __init__(self, spec: WorkerSpec, pool: BufferPool) -> None:
-        self.num_workers = spec.num_workers
-        self._cond = threading.Condition()
-        self._queue: deque[tuple[Job, Future[Done]]] = deque()
-        self._closed = False
-        self.broken: BaseException | None = None
+        super().__init__(spec.num_workers)
         self._threads = [
             threading.Thread(
                 target=self._work,
@@ -65,45 +60,18 @@ class ThreadExecutor:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, job: Job) -> Future[Done]:
-        """Queue ``job``; its future resolves to the worker's :class:`Done`."""
-        future: Future[Done] = Future()
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("submit() on a closed executor")
-            if self.broken is not None:
-                future.set_exception(self.broken)
-                return future
-            self._queue.append((job, future))
-            if job.part >= 0:  # a stream part's job: only its owner may take it
-                self._cond.notify_all()
-            else:
-                self._cond.notify()
-        return future
-
-    def cancel(self, token: int) -> None:
-        """Drop the queued jobs of iterator ``token`` (jobs already running finish)."""
-        with self._cond:
-            keep = [(j, f) for j, f in self._queue if j.token != token]
-            dropped = [f for j, f in self._queue if j.token == token]
-            self._queue = deque(keep)
-        for future in dropped:
-            future.cancel()
-
-    def _next_for(self, worker_id: int) -> tuple[Job, Future[Done]] | None:
-        """The first queued job this worker may take (called with the lock held)."""
-        for position, (job, future) in enumerate(self._queue):
-            if job.part < 0 or job.part % self.num_workers == worker_id:
-                del self._queue[position]
-                return job, future
-        return None
+    def _queued(self, job: Job) -> None:
+        if job.part >= 0:  # a stream part's job: only its owner may take it
+            self._cond.notify_all()
+        else:
+            self._cond.notify()
 
     def _work(self, runtime: Runtime) -> None:
         try:
             runtime.start()
         except BaseException as exc:
             exc.add_note(f"stoker: raised by worker_init_fn in thread worker {runtime.info.id}")
-            self._fail(exc)
+            self._break(exc)
             return
         cond, worker_id = self._cond, runtime.info.id
         while True:
@@ -113,39 +81,20 @@ class ThreadExecutor:
                 if self._closed or taken is None:
                     return
                 job, future = taken
-            if not future.set_running_or_notify_cancel():
-                continue
             try:
                 future.set_result(runtime.run(job))
             except BaseException as exc:
                 future.set_exception(exc)
-            del future
-
-    def _fail(self, exc: BaseException) -> None:
-        with self._cond:
-            if self.broken is None:
-                self.broken = exc
-            queued, self._queue = list(self._queue), deque()
-        for _, future in queued:
-            if future.set_running_or_notify_cancel():
-                future.set_exception(exc)
+            del future, taken
 
     def close(self) -> None:
         """Cancel queued jobs and end the threads (idempotent)."""
-        with self._cond:
-            self._closed = True
-            queued, self._queue = list(self._queue), deque()
-            self._cond.notify_all()
-        for _, future in queued:
+        for _, future in self._take_all():
             future.cancel()
+        with self._cond:
+            self._cond.notify_all()
         deadline = time.monotonic() + JOIN_SECONDS
         current = threading.current_thread()
         for thread in self._threads:
             if thread is not current:
                 thread.join(max(0.0, deadline - time.monotonic()))
-
-    def __enter__(self) -> ThreadExecutor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
