@@ -21,7 +21,8 @@ from stoker._cli import main
 # 60,000 ints (235 batches) and a 60 MB memmap (1,220 records: 5 batches, so both the
 # exact and the fingerprint comparison run).
 SCALE = "0.06"
-COLUMNS = ["workload", "loader", "samples/s", "GB/s", "vs torch", "vs bare"]
+COLUMNS = ["workload", "loader", "samples/s", "GB/s", "vs torch", "vs bare", "1st batch s"]
+# The single-process workloads; tests/bench/test_bench_workers.py covers the ones with workers.
 EXPECTED_ROWS = {
     "ints": ["stoker", "stoker (sk.range)", "torch"],
     "ints_map": ["stoker", "torch"],
@@ -39,7 +40,8 @@ def test_bench_prints_a_table_and_writes_verified_json(
     pytest.importorskip("torch")
     report = tmp_path / "out" / "results.json"
 
-    assert _bench(tmp_path, "--repeats", "2", "--json", str(report)) == 0
+    workloads = ",".join(EXPECTED_ROWS)
+    assert _bench(tmp_path, "--workloads", workloads, "--repeats", "2", "--json", str(report)) == 0
 
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -64,8 +66,10 @@ def test_bench_prints_a_table_and_writes_verified_json(
     for w in doc["workloads"]:
         assert [row["loader"] for row in w["rows"]] == EXPECTED_ROWS[w["name"]]
         for row in w["rows"]:
-            assert len(row["seconds"]) == 2
+            assert len(row["seconds"]) == len(row["first_batch_seconds"]) == 2
             assert row["min_s"] <= row["median_s"] <= row["max_s"]
+            assert row["first_batch_median_s"] > 0
+            assert row["first_batch_vs_torch"] > 0
             assert row["samples"] == w["params"]["records"]
             assert row["vs_torch"] > 0
         checks = w["verification"]["checks"]
@@ -133,4 +137,5 @@ def test_bench_rejects_unknown_workloads(tmp_path: Path) -> None:
 def test_bench_lists_workloads(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert names[:3] == list(EXPECTED_ROWS)
+    assert names == sorted(names)  # in the order of their module names
+    assert {*EXPECTED_ROWS, "jpeg", "memmap_workers", "io_latency", "skewed"} <= set(names)

@@ -60,4 +60,6 @@ def available() -> dict[str, Workload]:
         for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
             if not module.name.startswith("_"):
                 importlib.import_module(f"{__name__}.{module.name}")
-    return dict(_REGISTRY)
+    # Sorted by module, whatever order the modules were first imported in.
+    ordered = sorted(_REGISTRY.values(), key=lambda w: w.prepare.__module__)
+    return {w.name: w for w in ordered}
