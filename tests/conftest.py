@@ -4,6 +4,8 @@ import time
 import pytest
 from hypothesis import settings
 
+from exec.leaks import Snapshot, warm_up
+
 settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True)
 settings.load_profile("ci")
 
@@ -24,3 +26,22 @@ def no_thread_leak():
             return
         time.sleep(0.01)
     pytest.fail(f"threads left running: {[t.name for t in left]}")
+
+
+@pytest.fixture(scope="session")
+def _workers_warm():
+    """Start multiprocessing's fork server (and resource tracker) once per session.
+
+    They outlive every loader by design; starting them before the first snapshot
+    keeps them (and the descriptors this process holds for them) out of leak checks.
+    """
+    warm_up()
+
+
+@pytest.fixture
+def no_leaks(_workers_warm):
+    """Fails the test if, within 5 s after it, any process, descriptor, shared-memory
+    segment, ``/dev/shm`` entry or stoker thread started during it is still there."""
+    before = Snapshot.take()
+    yield before
+    before.assert_clean()
