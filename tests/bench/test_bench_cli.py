@@ -70,6 +70,7 @@ def test_bench_prints_a_table_and_writes_verified_json(
             assert row["min_s"] <= row["median_s"] <= row["max_s"]
             assert row["first_batch_median_s"] > 0
             assert row["first_batch_vs_torch"] > 0
+            assert row["warm_median_s"] is None
             assert row["samples"] == w["params"]["records"]
             assert row["vs_torch"] > 0
         checks = w["verification"]["checks"]

@@ -73,9 +73,13 @@ def test_worker_workloads_run_verified_against_torch(
         targets = [(t["loader"], t["measure"], t["bound"]) for t in w["targets"]]
         assert targets == TARGETS[name]
         assert all(t["value"] > 0 and isinstance(t["met"], bool) for t in w["targets"])
+        speed = [t for t in w["targets"] if t["measure"] == "speed"]
+        assert all(t["warm"] > 0 for t in speed)
         for row in w["rows"]:
             assert row["samples"] == w["params"]["records"]
             assert row["first_batch_median_s"] > 0
+            assert len(row["warm_seconds"]) == 1
+            assert row["warm_vs_torch"] > 0
             assert row["worker_mode"] == (None if row["kind"] == "torch" else row["worker_mode"])
         assert all(c["ok"] and c["batches"] > 0 for c in w["verification"]["checks"])
     modes = {row["loader"]: row["worker_mode"] for row in by_name["jpeg"]["rows"]}
@@ -191,6 +195,9 @@ def test_targets_are_reported_met_missed_or_not_measured(
     targets = doc["workloads"][0]["targets"]
     assert [t["met"] for t in targets] == [True, False, True, True, None]
     assert targets[-1]["value"] is None
+    assert targets[0]["warm"] is None  # no second epoch timed
     row = doc["workloads"][0]["rows"][0]
     assert row["of_limit"] > 1
     assert len(row["first_batch_seconds"]) == 2
+    assert row["warm_seconds"] == []
+    assert row["warm_vs_torch"] is None

@@ -118,6 +118,11 @@ class Prepared:
             None compares every batch. Later batches are compared by fingerprint.
         params: sizes and settings, recorded in the JSON report.
         targets: goals for some rows, reported after the table.
+        warm_epoch: also time a second epoch of the same loader in every run, after
+            the first: workers that a loader keeps between epochs are already
+            running and the data is already mapped, as in every epoch of a training
+            job but the first. torch (``persistent_workers=False``, its default)
+            starts its workers again.
     """
 
     samples: int
@@ -127,6 +132,7 @@ class Prepared:
     exact_batches: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     targets: tuple[Target, ...] = ()
+    warm_epoch: bool = False
 
 
 def scaled(ctx: BenchContext, count: int) -> int:

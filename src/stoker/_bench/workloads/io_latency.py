@@ -98,5 +98,6 @@ def prepare(ctx: BenchContext) -> Prepared:
             "num_workers": [WORKERS, MANY_WORKERS],
             "record": "int64 (8,) after time.sleep(0.002)",
         },
+        warm_epoch=True,
         targets=(Target(auto, "speed", 1.5), Target(many, "of_limit", 0.85)),
     )

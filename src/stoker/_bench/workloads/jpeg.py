@@ -204,6 +204,7 @@ def prepare(ctx: BenchContext) -> Prepared:
             "folder": str(Path(paths[0]).parent),
             "seed": SEED,
         },
+        warm_epoch=True,
         targets=(
             Target("stoker auto", "speed", 1.5),
             Target("stoker auto", "first_batch", 0.5),

@@ -85,5 +85,6 @@ def prepare(ctx: BenchContext) -> Prepared:
             "file_bytes": n * RECORD_BYTES,
             "seed": SEED,
         },
+        warm_epoch=True,
         targets=(Target(label, "speed", 3.0),),
     )

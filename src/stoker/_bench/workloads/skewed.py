@@ -118,5 +118,6 @@ def prepare(ctx: BenchContext) -> Prepared:
             "cost": "time.sleep",
             "record": "int64 (4,)",
         },
+        warm_epoch=True,
         targets=(Target(unordered, "speed", 2.0),),
     )
