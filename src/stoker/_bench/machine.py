@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 import stoker
 
-__all__ = ["cpu_model", "machine_info"]
+__all__ = ["cpu_model", "machine_info", "source_revision"]
 
 
 def _proc_field(path: str, key: str) -> str | None:
@@ -38,6 +39,33 @@ def _memory_gb() -> float | None:
     return round(int(total.split()[0]) * 1024 / 1e9, 1)
 
 
+def source_revision() -> str | None:
+    """The git commit stoker was imported from, ``+dirty`` when its sources differ from it.
+
+    None when stoker is not imported from a git checkout (an installed wheel).
+    """
+    package = Path(stoker.__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(package), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if not commit:
+        return None
+    changes = git("status", "--porcelain", "--", ".")
+    return f"{commit}+dirty" if changes else commit
+
+
 def machine_info(torch: Any) -> dict[str, Any]:
     """CPU, memory, OS and library versions; ``torch`` is the module or None."""
     usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
@@ -54,4 +82,5 @@ def machine_info(torch: Any) -> dict[str, Any]:
         "torch": None if torch is None else str(torch.__version__),
         "torch_threads": None if torch is None else int(torch.get_num_threads()),
         "stoker": stoker.__version__,
+        "stoker_revision": source_revision(),
     }
