@@ -30,8 +30,8 @@ import cloudpickle
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .jobs import Done, Job, WorkerSpec
 from .queue import QueuedExecutor
-from .shm import sharing_for_workers
-from .slots import SlotRef, SlotRing
+from .shm import attach, sharing_for_workers
+from .slots import SlotRef, SlotRing, views
 from .worker import PackedError, worker_main
 
 __all__ = ["ProcessExecutor"]
@@ -150,7 +150,7 @@ class ProcessExecutor(QueuedExecutor):
             job, future = taken
             slot = self._ring.acquire() if job.kind == "build" else None
             worker.job = (job, future, slot)
-            message = ("job", job.for_worker(), slot, worker.retired)
+            message = ("job", job.for_worker(), slot, worker.retired, self._ring.sized)
             worker.retired = []
             # If the worker died, its sentinel reports it with the job it held.
             with contextlib.suppress(OSError):
@@ -196,10 +196,18 @@ class ProcessExecutor(QueuedExecutor):
             return True
         job, future, slot = held
         if tag == "done":
-            _, _, done, layout, nbytes = message
+            _, _, done, layout, nbytes, own = message
             if nbytes:
                 self._ring.note_size(nbytes)
-            if layout is not None and slot is not None:
+            if layout is not None and own is not None:
+                try:
+                    done.value = views(attach(own).array, layout)
+                except OSError as exc:  # the worker died just after sending
+                    future.set_exception(
+                        WorkerError(f"the batch of {job.where} was lost with its worker: {exc}")
+                    )
+                    return True
+            elif layout is not None and slot is not None:
                 done.value = self._ring.view(slot, layout)
             future.set_result(done)
         else:

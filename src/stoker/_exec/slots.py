@@ -24,7 +24,7 @@ import numpy as np
 from .._batching.tree import TreeDef, flatten
 from .shm import Segment, SegmentHandle, attach
 
-__all__ = ["Layout", "SlotRef", "SlotRing", "SlotWriter", "layout_of"]
+__all__ = ["Layout", "SlotRef", "SlotRing", "SlotWriter", "layout_of", "views"]
 
 _ALIGN = 64
 _PAGE = 4096
@@ -67,6 +67,16 @@ def _has_other_leaves(treedef: TreeDef) -> bool:
     if treedef.kind == "leaf":
         return True
     return any(_has_other_leaves(child) for child in treedef.children)
+
+
+def views(base: np.ndarray, layout: Layout) -> Any:
+    """The batch ``layout`` describes, as views of the bytes ``base``."""
+    treedef, leaves = layout
+    arrays = []
+    for offset, shape, dtype in leaves:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        arrays.append(base[offset : offset + nbytes].view(dtype).reshape(shape))
+    return treedef.unflatten(arrays)
 
 
 class _Slot:
@@ -139,6 +149,11 @@ class SlotRing:
             slot.in_use = True
             return SlotRef(slot.id, slot.segment.handle)
 
+    @property
+    def sized(self) -> bool:
+        """True once the slot size is known (a batch has been seen)."""
+        return self._size > 0
+
     def take_retired(self) -> list[int]:
         """Slot numbers retired since the last call (workers unmap them)."""
         with self._lock:
@@ -154,13 +169,7 @@ class SlotRing:
 
     def view(self, ref: SlotRef, layout: Layout) -> Any:
         """The batch a worker wrote into ``ref``, as views of the slot."""
-        treedef, leaves = layout
-        base = self._slots[ref.id].segment.array
-        arrays = []
-        for offset, shape, dtype in leaves:
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            arrays.append(base[offset : offset + nbytes].view(dtype).reshape(shape))
-        return treedef.unflatten(arrays)
+        return views(self._slots[ref.id].segment.array, layout)
 
     def close(self) -> None:
         """Release every slot's segment (idempotent)."""
@@ -184,6 +193,7 @@ class SlotWriter:
         self._batch_size = batch_size
         self._mapped: dict[int, Segment] = {}
         self._current: Segment | None = None
+        self._own: Segment | None = None  # a batch's own segment, until the next job
         self._plan: tuple[TreeDef, list[tuple[int, tuple[int, ...], np.dtype[Any]]]] | None = None
         self.recycled = 0
         self.allocated = 0
@@ -193,7 +203,14 @@ class SlotWriter:
         return 0  # never split gathers in a worker
 
     def use(self, ref: SlotRef | None) -> None:
-        """Write the next batch into ``ref`` (None: no slot, the batch is sent by copy)."""
+        """Write the next batch into ``ref`` (None: no slot, the batch is sent by copy).
+
+        The next job also means the parent has mapped the previous batch's own
+        segment, if there was one, so this worker lets go of it.
+        """
+        if self._own is not None:
+            self._own.close()
+            self._own = None
         if ref is None:
             self._current = None
             return
@@ -241,40 +258,49 @@ class SlotWriter:
             [(off, leaf.shape, leaf.dtype) for off, leaf in zip(offsets, leaves, strict=True)],
         )
 
-    def export(self, batch: Any) -> tuple[Layout | None, int]:
-        """Place ``batch`` in the current slot; its layout (None: send it by copy) and size.
+    def export(self, batch: Any, own: bool) -> tuple[Layout | None, int, SegmentHandle | None]:
+        """Place ``batch`` in shared memory: its layout, size, and segment if not the slot.
 
         A batch built into the slot already is described as it lies; any other batch
-        of plain arrays that fits is copied in once.
+        of plain arrays that fits is copied in once. With ``own``, a batch without a
+        slot that fits (the first ones, before the parent knows the size) gets a
+        segment of its own; otherwise the layout is None and the batch is sent by copy.
         """
         found = layout_of(batch)
         if found is None:
-            return None, 0
+            return None, 0, None
         treedef, leaves = found
         offsets, total = _plan_offsets(leaves)
         segment = self._current
-        if segment is None or total > segment.size:
-            return None, total
-        base = segment.array
-        start = base.__array_interface__["data"][0]
-        inside = [
-            leaf.flags.c_contiguous
-            and 0 <= leaf.__array_interface__["data"][0] - start < segment.size
-            and np.shares_memory(leaf, base)
-            for leaf in leaves
-        ]
-        if all(inside):  # built in place
-            described = tuple(
-                (leaf.__array_interface__["data"][0] - start, leaf.shape, leaf.dtype)
+        if segment is not None and total <= segment.size:
+            base = segment.array
+            start = base.__array_interface__["data"][0]
+            inside = [
+                leaf.flags.c_contiguous
+                and 0 <= leaf.__array_interface__["data"][0] - start < segment.size
+                and np.shares_memory(leaf, base)
                 for leaf in leaves
-            )
-            return (treedef, described), total
-        if any(inside):
-            return None, total
-        for leaf, offset in zip(leaves, offsets, strict=True):
-            target = base[offset : offset + leaf.nbytes].view(leaf.dtype).reshape(leaf.shape)
-            np.copyto(target, leaf)
-        described = tuple(
-            (offset, leaf.shape, leaf.dtype) for leaf, offset in zip(leaves, offsets, strict=True)
-        )
-        return (treedef, described), total
+            ]
+            if all(inside):  # built in place
+                described = tuple(
+                    (leaf.__array_interface__["data"][0] - start, leaf.shape, leaf.dtype)
+                    for leaf in leaves
+                )
+                return (treedef, described), total, None
+            if not any(inside):
+                return (treedef, _copy_into(base, leaves, offsets)), total, None
+        if not own:
+            return None, total, None
+        self._own = Segment(max(total, 1), "batch")
+        return (treedef, _copy_into(self._own.array, leaves, offsets)), total, self._own.handle
+
+
+def _copy_into(
+    base: np.ndarray, leaves: list[np.ndarray], offsets: list[int]
+) -> tuple[tuple[int, tuple[int, ...], np.dtype[Any]], ...]:
+    for leaf, offset in zip(leaves, offsets, strict=True):
+        target = base[offset : offset + leaf.nbytes].view(leaf.dtype).reshape(leaf.shape)
+        np.copyto(target, leaf)
+    return tuple(
+        (offset, leaf.shape, leaf.dtype) for leaf, offset in zip(leaves, offsets, strict=True)
+    )

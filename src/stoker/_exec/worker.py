@@ -4,7 +4,8 @@ A worker gets its pipeline once (cloudpickled bytes), then serves jobs from its 
 until it is told to stop, its pipe closes, or its parent goes away. It never
 decides order or state: it builds what a job names, into the slot the job names.
 
-Messages to the parent: ``("ready", pid)``, ``("done", seq, Done, layout, nbytes)``,
+Messages to the parent: ``("ready", pid)``, ``("done", seq, Done, layout, nbytes,
+segment handle or None)``,
 ``("error", seq, packed error)`` and ``("init_error", packed error)``.
 """
 
@@ -104,7 +105,7 @@ def worker_main(worker_id: int, conn: Connection, lifeline: Connection, payload:
             return
         if message[0] == "stop":
             return
-        _, job, slot, retired = message
+        _, job, slot, retired, slot_known = message
         writer.forget(retired)
         writer.use(slot)
         try:
@@ -112,14 +113,16 @@ def worker_main(worker_id: int, conn: Connection, lifeline: Connection, payload:
         except Exception as exc:
             _send(conn, ("error", job.seq, pack_error(exc)))
             continue
-        layout, nbytes = None, 0
+        layout, nbytes, own = None, 0, None
         if job.kind == "build" and done.value is not EMPTY:
-            layout, nbytes = writer.export(done.value)
+            # A batch without a slot gets its own segment only while the parent cannot
+            # know the size (no slot yet); at the ring's cap it is sent by copy.
+            layout, nbytes, own = writer.export(done.value, own=not slot_known)
             if layout is not None:
                 done.value = None
         done.skipped = [(i, s, _portable(e)) for i, s, e in done.skipped]
         try:
-            data = _dumps(("done", job.seq, done, layout, nbytes))
+            data = _dumps(("done", job.seq, done, layout, nbytes, own))
         except Exception as exc:
             exc.add_note(f"stoker: the batch for {job.where} cannot be sent to the main process")
             data = _dumps(("error", job.seq, pack_error(exc)))
