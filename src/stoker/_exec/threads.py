@@ -14,6 +14,7 @@ import time
 
 from .._batching.pool import BufferPool
 from .jobs import Job, Runtime, WorkerSpec
+from .malloc import keep_large_blocks
 from .queue import QueuedExecutor
 
 __all__ = ["JOIN_SECONDS", "ThreadExecutor"]
@@ -48,6 +49,7 @@ class ThreadExecutor(QueuedExecutor):
 
     def __init__(self, spec: WorkerSpec, pool: BufferPool) -> None:
         super().__init__(spec.num_workers)
+        keep_large_blocks()
         self._threads = [
             threading.Thread(
                 target=self._work,

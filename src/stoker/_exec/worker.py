@@ -11,8 +11,6 @@ segment handle or None)``,
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import pickle
 import signal
@@ -24,6 +22,7 @@ from typing import Any
 import cloudpickle
 
 from .jobs import EMPTY, Runtime, WorkerSpec
+from .malloc import keep_large_blocks
 from .slots import SlotWriter
 
 __all__ = ["PackedError", "pack_error", "worker_main"]
@@ -48,25 +47,6 @@ def pack_error(exc: BaseException) -> PackedError:
     return data, summary, text, sample if isinstance(sample, int) else None
 
 
-def _tune_malloc() -> None:
-    """Keep freed large blocks for reuse instead of returning them to the system.
-
-    A decoded image or an augmented array is a large allocation; glibc's default is
-    to map and unmap each one, which costs page faults on every record.
-    """
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 64 << 20)
-    mallopt(m_trim_threshold, 256 << 20)
-
-
 def _watch_lifeline(lifeline: Connection, parent: int) -> None:
     """Exit as soon as the parent goes away (its end of the lifeline closes)."""
     while True:
@@ -86,7 +66,7 @@ def worker_main(worker_id: int, conn: Connection, lifeline: Connection, payload:
     threading.Thread(
         target=_watch_lifeline, args=(lifeline, parent), name="stoker-lifeline", daemon=True
     ).start()
-    _tune_malloc()
+    keep_large_blocks()
     try:
         spec: WorkerSpec = cloudpickle.loads(payload)
         del payload
