@@ -131,7 +131,7 @@ def reference(kind, epochs=2):
     return run_epochs(make_loader(kind, "inline"), epochs)
 
 
-# -- guarantee 1: the same batches in every mode -------------------------------------------
+# -- guarantee 1: the same batches in every mode ---------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", WORKER_MODES)
@@ -160,7 +160,7 @@ def test_stats_name_the_mode_used():
         assert stats.num_workers == num_workers, mode
 
 
-# -- guarantee 2: exact resume, across modes ----------------------------------------------
+# -- guarantee 2: exact resume, across modes -------------------------------------------------------
 
 RESUME_PAIRS = [
     ("process-4", "thread-2"),
@@ -192,7 +192,7 @@ def test_state_saved_with_4_processes_resumes_with_2_threads():
         assert_identical(expected[3:], rest)
 
 
-# -- ordered=False ---------------------------------------------------------------------------
+# -- ordered=False ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["thread-2", "process-3"])
@@ -271,7 +271,7 @@ def test_unordered_resume_of_a_resumed_state_stays_exact(tmp_path):
     assert len(seen) == len(expected)
 
 
-# -- several loaders, torch --------------------------------------------------------------------
+# -- several loaders, torch ------------------------------------------------------------------------
 
 
 def test_two_process_loaders_iterated_together():
@@ -331,7 +331,7 @@ def test_process_workers_start_after_torch_started_its_threads(tmp_path):
     assert int(done.stdout.split()[-1]) == 16 * 2 * sum(range(64))
 
 
-# -- guarantee 3: zero-copy batches that are never overwritten --------------------------------
+# -- guarantee 3: zero-copy batches that are never overwritten -------------------------------------
 
 
 def _segment_ranges():
@@ -410,7 +410,7 @@ def test_process_slots_are_recycled_when_batches_are_dropped():
     assert len(set(addresses)) <= 12, "a slot per batch: dropped batches are not recycled"
 
 
-# -- workers: info, init, auto mode, closures -----------------------------------------------------
+# -- workers: info, init, auto mode, closures ------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
