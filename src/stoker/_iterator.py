@@ -17,7 +17,7 @@ from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
 from ._dataset import IterDataset
-from ._exec.jobs import EMPTY, Done, Job
+from ._exec.jobs import Tally
 from ._parts import StreamParts
 from ._plan import ChunkReader, StreamPlan
 from ._prefetch import DEFAULT_DEPTH, JobWindow, Prefetcher
@@ -81,10 +81,7 @@ class LoaderIterator(Generic[B]):
             self._builder: BatchBuilder | None = None
         else:
             self._plan, self._builder = loader._plan(epoch, state)  # stages 1-4
-        self._fetch_seconds = 0.0  # reported by workers
-        self._collate_seconds = 0.0
-        self._skipped: list[tuple[int, str]] = []
-        self._max_errors = cfg.max_errors
+        self._tally = Tally(cfg.max_errors)  # what workers report
         ahead = list(state.get("ahead", [])) if state is not None else []
         self._jobs: JobWindow | None = None
         self._reader: ChunkReader | None = None
@@ -105,7 +102,7 @@ class LoaderIterator(Generic[B]):
                 ordered=cfg.ordered,
                 timeout=cfg.timeout,
                 token=token,
-                on_done=self._count_done,
+                on_done=self._tally.count,
             )
             self._window = Prefetcher(  # stage 6: the parts' jobs are the window
                 self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"
@@ -125,7 +122,7 @@ class LoaderIterator(Generic[B]):
                 plan = self._plan
                 self._jobs = self._window = JobWindow(  # stage 6
                     lambda: plan.next_job(token),
-                    self._finish_job,
+                    self._tally.finish,
                     executor,
                     depth=depth,
                     ordered=cfg.ordered,
@@ -136,7 +133,7 @@ class LoaderIterator(Generic[B]):
                 )
             else:  # batches filled as records pass: workers read chunks ahead
                 self._reader = ChunkReader(
-                    executor.submit, depth, token, self._count_done, cfg.timeout
+                    executor.submit, depth, token, self._tally.count, cfg.timeout
                 )
                 self._plan.read_with(self._reader)
                 self._window = Prefetcher(
@@ -156,24 +153,6 @@ class LoaderIterator(Generic[B]):
         self._created = time.perf_counter()
         self._exhausted = False
         self._failure: BaseException | None = None
-
-    def _count_done(self, done: Done) -> None:
-        """Add a worker's timings and skipped records (counted against max_errors)."""
-        self._fetch_seconds += done.fetch_seconds
-        self._collate_seconds += done.collate_seconds
-        for index, summary, exc in done.skipped:
-            if len(self._skipped) >= self._max_errors:
-                exc.add_note(
-                    f"stoker: on_error='skip' already skipped max_errors={self._max_errors} records"
-                )
-                raise exc
-            self._skipped.append((index, summary))
-
-    def _finish_job(self, job: Job, done: Done) -> tuple[Any, dict[str, Any], int] | None:
-        self._count_done(done)
-        if done.value is EMPTY:
-            return None
-        return done.value, job.state or {}, job.count - len(done.skipped)
 
     @property
     def epoch(self) -> int:
@@ -224,9 +203,10 @@ class LoaderIterator(Generic[B]):
     def stats(self) -> LoaderStats:
         """Counters and a bottleneck verdict for this iterator so far."""
         counters = self._builder.counters if self._builder is not None else None
-        fetch = self._fetch_seconds + (counters.fetch_seconds if counters else 0.0)
-        collate = self._collate_seconds + (counters.collate_seconds if counters else 0.0)
-        skipped = (list(counters.skipped) if counters else []) + self._skipped
+        tally = self._tally
+        fetch = tally.fetch_seconds + (counters.fetch_seconds if counters else 0.0)
+        collate = tally.collate_seconds + (counters.collate_seconds if counters else 0.0)
+        skipped = (list(counters.skipped) if counters else []) + tally.skipped
         elapsed = time.perf_counter() - self._created
         w = self._window
         workers = self._loader._config.num_workers if self._mode != "inline" else 0

@@ -9,6 +9,7 @@ such records are dropped (and counted) instead.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,10 +54,8 @@ def add_location(exc: BaseException, sample_index: int | None, where: str) -> No
 def add_batch_index(exc: BaseException, batch_index: int) -> None:
     """Record the index (within its epoch) of the batch whose loading raised ``exc``."""
     if getattr(exc, "batch_index", None) is None:
-        try:
+        with contextlib.suppress(AttributeError):  # exceptions with __slots__
             exc.batch_index = batch_index  # type: ignore[attr-defined]
-        except AttributeError:
-            pass
 
 
 class _NoRecords(Dataset[Any]):
@@ -107,9 +106,7 @@ class BatchBuilder:
     def pool(self) -> BufferPool:
         return self._pool
 
-    def build(
-        self, parts: list[tuple[Context, np.ndarray]], where: str, empty: Any = None
-    ) -> Any:
+    def build(self, parts: list[tuple[Context, np.ndarray]], where: str, empty: Any = None) -> Any:
         """The batch made of the records at each part's indices, in order.
 
         ``empty`` is returned when every record was skipped (filters, ``on_error``).

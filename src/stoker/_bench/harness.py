@@ -330,6 +330,7 @@ def run(settings: Settings, out: TextIO | None = None, err: TextIO | None = None
     ctx = BenchContext(
         settings.cache_dir, settings.quick, settings.scale, settings.loaders, torch, log
     )
+    machine = machine_info(torch)  # before the run: the revision of the code it imported
     registry = available()
     results: list[WorkloadResult] = []
     started = time.perf_counter()
@@ -351,7 +352,6 @@ def run(settings: Settings, out: TextIO | None = None, err: TextIO | None = None
                 )
             )
     elapsed = time.perf_counter() - started
-    machine = machine_info(torch)
     print(report.header(machine, settings.repeats), file=out)
     print(report.table(results), file=out)
     notes = report.notes(results)

@@ -25,7 +25,7 @@ from .._context import SKIP, Context
 from .._dataset import Dataset, IterDataset, StreamCursor
 from .._worker_info import WorkerInfo, set_worker_info
 
-__all__ = ["EMPTY", "Done", "Job", "Runtime", "WorkerSpec"]
+__all__ = ["EMPTY", "Done", "Job", "Runtime", "Tally", "WorkerSpec"]
 
 JobKind = Literal["build", "records", "stream"]
 
@@ -83,6 +83,40 @@ class Done:
     skipped: list[tuple[int, str, BaseException]] = field(default_factory=list)
     states: list[dict[str, Any]] | None = None  # stream jobs: the part's state after each item
     count: int = 0  # stream jobs: records read
+
+
+class Tally:
+    """The parent's sums of what workers report: time spent, records skipped.
+
+    Skipped records count against ``max_errors`` in the order their batches are
+    handed out; the one past the limit is raised. (Kept apart from the iterator so
+    that the job window holding :meth:`finish` does not keep the iterator alive.)
+    """
+
+    def __init__(self, max_errors: int) -> None:
+        self.max_errors = max_errors
+        self.fetch_seconds = 0.0
+        self.collate_seconds = 0.0
+        self.skipped: list[tuple[int, str]] = []
+
+    def count(self, done: Done) -> None:
+        """Add a worker's timings and skipped records."""
+        self.fetch_seconds += done.fetch_seconds
+        self.collate_seconds += done.collate_seconds
+        for index, summary, exc in done.skipped:
+            if len(self.skipped) >= self.max_errors:
+                exc.add_note(
+                    f"stoker: on_error='skip' already skipped max_errors={self.max_errors} records"
+                )
+                raise exc
+            self.skipped.append((index, summary))
+
+    def finish(self, job: Job, done: Done) -> tuple[Any, dict[str, Any], int] | None:
+        """A build job's (batch, state, records), or None when all were skipped."""
+        self.count(done)
+        if done.value is EMPTY:
+            return None
+        return done.value, job.state or {}, job.count - len(done.skipped)
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,12 @@ class ProcessExecutor(QueuedExecutor):
             return False
         tag = message[0]
         if tag == "init_error":
-            self._break(self._rebuild(message[1], worker, None))
+            exc = self._rebuild(message[1], worker, None)
+            self._break(exc)
+            with self._lock:
+                held, worker.job = worker.job, None
+            if held is not None:
+                held[1].set_exception(exc)
             return True
         if tag == "ready":
             return True
@@ -266,6 +271,10 @@ class ProcessExecutor(QueuedExecutor):
                 return
             del self._workers[index]
             self._dead.append(worker)
+            if self.broken is not None:  # it ended after reporting why (worker_init_fn)
+                if held is not None:
+                    held[1].set_exception(self.broken)
+                return
             doing = f"building {held[0].where}" if held is not None else "idle"
             crash = WorkerCrashed(
                 f"worker process {worker.id} (pid {worker.pid}) {_describe_exit(code)} while "

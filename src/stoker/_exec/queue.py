@@ -13,6 +13,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
+from ..errors import IteratorFailed
 from .jobs import Done, Job
 
 __all__ = ["QueuedExecutor"]
@@ -43,7 +44,13 @@ class QueuedExecutor:
         future: Future[Done] = Future()
         with self._cond:
             if self._closed:
-                raise RuntimeError("submit() on a closed executor")
+                future.set_exception(
+                    IteratorFailed(
+                        "the loader's workers were closed (loader.close() or the end of its "
+                        "with block) while this iterator was reading"
+                    )
+                )
+                return future
             if self.broken is not None:
                 future.set_exception(self.broken)
                 return future
