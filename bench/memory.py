@@ -363,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from stoker._bench.machine import machine_info
 
     target = max(1, int((QUICK_BYTES if args.quick else FULL_BYTES) * args.scale))
+    machine = machine_info(None)  # before the run: the revision of the code the children use
     results = []
     with_torch = "torch" in args.loaders
     started = time.perf_counter()
@@ -371,7 +372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {case} / {loader}: measuring ...", file=sys.stderr, flush=True)
             results.append(run_case(case, loader, target, args.workers, args.interval, with_torch))
     elapsed = time.perf_counter() - started
-    machine = machine_info(None)
     machine["torch"] = next((r["torch"] for r in results if r["torch"]), None)
     print(
         f"stoker {machine['stoker']} | torch {machine['torch'] or '-'} | "
