@@ -317,7 +317,11 @@ def test_an_exception_in_worker_init_fn_surfaces(mode):
     loader = sk.DataLoader(ds, batch_size=4, num_workers=2, worker_mode=mode, worker_init_fn=init)
     with loader, pytest.raises(RuntimeError, match="no GPU for worker") as info:
         list(loader)
-    assert "worker" in _notes(info.value)
+    exc = info.value
+    assert not isinstance(exc, sk.WorkerCrashed)
+    assert "worker_init_fn" in _notes(exc)  # says where it came from
+    if mode == "process":
+        assert "in init" in exc.worker_traceback
     # A loader without the failing init works (nothing was left broken).
     with sk.DataLoader(ds, batch_size=4, num_workers=2, worker_mode=mode) as loader:
         assert np.concatenate(list(loader)).tolist() == list(range(20))
