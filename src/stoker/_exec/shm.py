@@ -71,7 +71,10 @@ class Segment:
         The creating process owns the descriptor, which lets other processes attach;
         :meth:`close` (idempotent) releases it and this process's reference to the
         mapping. The memory itself is freed once no process maps it any more, so
-        NumPy views handed out earlier stay valid after :meth:`close`.
+        NumPy views handed out earlier stay valid after :meth:`close`. Python's
+        ``mmap`` keeps a duplicate descriptor of its own for as long as the mapping
+        lives (until the last view is gone), so a live segment costs one descriptor
+        per process that maps it, two in its owner before :meth:`close`.
     """
 
     def __init__(self, size: int, purpose: str, *, _fd: int | None = None) -> None:
