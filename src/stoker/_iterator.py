@@ -8,6 +8,7 @@ is inline in this version.
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -141,7 +142,13 @@ class LoaderIterator(Generic[B]):
                 )
         parts = self._plan if isinstance(self._plan, StreamParts) else None
         self._finalizer = weakref.finalize(
-            self, _close_all, self._window, self._builder, self._reader or parts, release
+            self,
+            _close_all,
+            os.getpid(),
+            self._window,
+            self._builder,
+            self._reader or parts,
+            release,
         )
         self._box = box
         start = self._plan.state() if self._jobs is None else self._jobs.state()
@@ -257,11 +264,14 @@ class LoaderIterator(Generic[B]):
 
 
 def _close_all(
+    pid: int,
     window: Prefetcher[Any] | JobWindow,
     builder: BatchBuilder | None,
     reader: ChunkReader | StreamParts | None,
     release: Callable[[], None],
 ) -> None:
+    if os.getpid() != pid:  # a forked child: the workers and locks are the parent's
+        return
     window.close()
     if reader is not None:
         reader.close()

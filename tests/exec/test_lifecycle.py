@@ -313,3 +313,37 @@ def test_a_parent_killed_with_sigkill_leaves_no_worker_behind(tmp_path):
             psutil.Process(pid).kill()
     assert not left, f"workers still running {GRACE_SECONDS} s after their parent was killed"
     assert dev_shm_entries() == shm_before
+
+
+_FORKING_SCRIPT = """
+import os
+import sys
+
+import stoker as sk
+
+
+def main():
+    loader = sk.DataLoader(sk.range(1000), batch_size=10, num_workers=2, worker_mode="process")
+    it = iter(loader)
+    next(it)
+    if os.fork() == 0:
+        sys.exit(0)  # the child's exit must leave the parent's workers alone
+    os.wait()
+    print(sum(len(b) for b in it))
+    loader.close()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_forked_child_leaves_the_parents_workers_alone(tmp_path):
+    script = tmp_path / "forking.py"
+    script.write_text(_FORKING_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "990"
+    assert "Error" not in done.stderr

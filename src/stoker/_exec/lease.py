@@ -9,6 +9,7 @@ gets workers of its own, which end with it.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -39,6 +40,7 @@ class WorkerLease:
         self._tokens = itertools.count(1)
         self._shared: Any = None
         self._holder: int | None = None
+        self._pid = os.getpid()
         self._finalizer = weakref.finalize(loader, _close, self)
 
     def lease(self, loader: DataLoader[Any]) -> tuple[Any, int, Callable[[], None]]:
@@ -63,7 +65,13 @@ class WorkerLease:
                 self._holder = None
 
     def close(self) -> None:
-        """End the shared workers (idempotent); the next iterator starts new ones."""
+        """End the shared workers (idempotent); the next iterator starts new ones.
+
+        In a forked child (a PyTorch worker, a user's ``os.fork()``) it does nothing:
+        the workers, pipes and locks it inherited belong to the parent.
+        """
+        if os.getpid() != self._pid:
+            return
         with self._lock:
             shared, self._shared, self._holder = self._shared, None, None
         if shared is not None:

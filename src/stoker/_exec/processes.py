@@ -21,6 +21,7 @@ import pickle
 import signal
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -111,6 +112,7 @@ class ProcessExecutor(QueuedExecutor):
             raise
         self._reader = threading.Thread(target=self._read, name="stoker-results", daemon=True)
         self._reader.start()
+        _live.add(self)
 
     @property
     def pids(self) -> list[int]:
@@ -292,6 +294,8 @@ class ProcessExecutor(QueuedExecutor):
 
     def close(self) -> None:
         """Stop the workers and the results thread; release the slots (idempotent)."""
+        if self.foreign:
+            return
         with self._lock:
             if self._closed:
                 return
@@ -318,6 +322,25 @@ class ProcessExecutor(QueuedExecutor):
         self._ring.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
+
+
+_live: weakref.WeakSet[ProcessExecutor] = weakref.WeakSet()
+
+
+def _forget_workers_in_child() -> None:
+    """After ``os.fork()``: the parent's workers are not this process's children.
+
+    Without this, multiprocessing's exit handler in a forked child would SIGTERM the
+    parent's daemon workers, which it finds in the inherited list of children.
+    """
+    children = getattr(multiprocessing.process, "_children", None)
+    for executor in list(_live):
+        for worker in executor._workers + executor._dead:
+            if children is not None:
+                children.discard(worker.process)
+
+
+os.register_at_fork(after_in_child=_forget_workers_in_child)
 
 
 def _close_conns(worker: _Worker) -> None:

@@ -8,6 +8,7 @@ and later job with the same error.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -34,6 +35,7 @@ class QueuedExecutor:
         self._pending: deque[tuple[Job, Future[Done]]] = deque()
         self._closed = False
         self.broken: BaseException | None = None
+        self._pid = os.getpid()  # close() acts only in the process that started the workers
 
     @property
     def closed(self) -> bool:
@@ -96,6 +98,11 @@ class QueuedExecutor:
         for _, future in queued:
             if future.running() or future.set_running_or_notify_cancel():
                 future.set_exception(exc)
+
+    @property
+    def foreign(self) -> bool:
+        """True in a forked child, where the workers and the lock are the parent's."""
+        return os.getpid() != self._pid
 
     def _take_all(self) -> list[tuple[Job, Future[Done]]]:
         """Empty the queue (closing); the caller cancels what it returns."""

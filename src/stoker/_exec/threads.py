@@ -91,6 +91,8 @@ class ThreadExecutor(QueuedExecutor):
 
     def close(self) -> None:
         """Cancel queued jobs and end the threads (idempotent)."""
+        if self.foreign:
+            return
         for _, future in self._take_all():
             future.cancel()
         with self._cond:
