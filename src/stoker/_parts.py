@@ -27,7 +27,7 @@ import numpy as np
 from ._context import Context
 from ._exec.jobs import EMPTY, Done, Job
 from ._plan import Item, _Plan
-from ._prefetch import Executor, _remaining, _timeout
+from ._prefetch import Executor, remaining, timeout_error
 from ._sampling.shard import Shard
 from .errors import StateError
 
@@ -135,19 +135,19 @@ class StreamParts(_Plan):
             part = self._next
             if not self._unbatched[part]:
                 future = self._inflight[part][0][1]
-                futures_wait([future], _remaining(deadline))
+                futures_wait([future], remaining(deadline))
                 if not future.done():
-                    raise _timeout(self._timeout)
+                    raise timeout_error(self._timeout)
             return part
         for part in live:
             if self._unbatched[part] or self._inflight[part][0][1].done():
                 return part
         heads = [self._inflight[k][0][1] for k in live]
-        futures_wait(heads, _remaining(deadline), FIRST_COMPLETED)
+        futures_wait(heads, remaining(deadline), FIRST_COMPLETED)
         for part in live:
             if self._inflight[part][0][1].done():
                 return part
-        raise _timeout(self._timeout)
+        raise timeout_error(self._timeout)
 
     def next_item(self) -> Item | None:
         start = time.perf_counter()

@@ -28,8 +28,9 @@ from ._batching.builder import BatchBuilder, add_batch_index, add_location
 from ._context import SKIP, Context
 from ._dataset import IterDataset, StreamCursor
 from ._exec.jobs import Done, Job
+from ._prefetch import timeout_error
 from ._sampling.base import Sampler, SamplerCursor
-from .errors import LoaderTimeout, StateError
+from .errors import StateError
 
 __all__ = ["BatchSamplerPlan", "ChunkReader", "MapPlan", "StreamPlan"]
 
@@ -274,10 +275,7 @@ class ChunkReader:
         try:
             done = future.result(self._timeout)
         except FutureTimeout:
-            raise LoaderTimeout(
-                f"no records arrived within timeout={self._timeout} s; a worker may be "
-                "stuck on a slow record"
-            ) from None
+            raise timeout_error(self._timeout) from None
         self._on_done(done)
         records: list[Any] = done.value
         return records

@@ -28,7 +28,15 @@ from typing import Any, Generic, Protocol, TypeVar
 from ._exec.jobs import Done, Job
 from .errors import IteratorFailed, LoaderTimeout
 
-__all__ = ["DEFAULT_DEPTH", "THREAD_THRESHOLD", "Executor", "JobWindow", "Prefetcher"]
+__all__ = [
+    "DEFAULT_DEPTH",
+    "THREAD_THRESHOLD",
+    "Executor",
+    "JobWindow",
+    "Prefetcher",
+    "remaining",
+    "timeout_error",
+]
 
 Item = tuple[Any, dict[str, Any], int]
 
@@ -179,14 +187,10 @@ class Prefetcher(Generic[T]):
                     if error is not None:
                         raise error
                     raise StopIteration
-                remaining = None if deadline is None else deadline - time.perf_counter()
-                if remaining is not None and remaining <= 0:
-                    raise LoaderTimeout(
-                        f"no batch arrived within timeout={self._timeout} s; the dataset or a "
-                        "map function may be stuck (raise timeout=, or find the slow record "
-                        "with it.stats())"
-                    )
-                cond.wait(remaining)
+                left = remaining(deadline)
+                if left is not None and left <= 0:
+                    raise timeout_error(self._timeout)
+                cond.wait(left)
             item = self._window.popleft()
             cond.notify_all()
         self.wait_seconds += time.perf_counter() - start
@@ -298,16 +302,16 @@ class JobWindow:
     def _take(self, deadline: float | None) -> tuple[Job, Future[Done]]:
         if self.ordered:
             _job, future = self._inflight[0]
-            futures_wait([future], _remaining(deadline))
+            futures_wait([future], remaining(deadline))
             if not future.done():
-                raise _timeout(self._timeout)
+                raise timeout_error(self._timeout)
             return self._inflight.popleft()
         finished = [pair for pair in self._inflight if pair[1].done()]
         if not finished:
-            futures_wait([f for _, f in self._inflight], _remaining(deadline), FIRST_COMPLETED)
+            futures_wait([f for _, f in self._inflight], remaining(deadline), FIRST_COMPLETED)
             finished = [pair for pair in self._inflight if pair[1].done()]
             if not finished:
-                raise _timeout(self._timeout)
+                raise timeout_error(self._timeout)
         pair = min(finished, key=lambda p: p[0].seq)
         self._inflight.remove(pair)
         return pair
@@ -347,11 +351,13 @@ class JobWindow:
         self._inflight.clear()
 
 
-def _remaining(deadline: float | None) -> float | None:
+def remaining(deadline: float | None) -> float | None:
+    """Seconds left until ``deadline`` (a ``perf_counter`` time; None: no limit)."""
     return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
 
-def _timeout(seconds: float | None) -> LoaderTimeout:
+def timeout_error(seconds: float | None) -> LoaderTimeout:
+    """The error for ``timeout=seconds`` passing with nothing ready, and what to do."""
     return LoaderTimeout(
         f"no batch arrived within timeout={seconds} s; the dataset or a map function may "
         "be stuck, or a worker is busy with a slow record (raise timeout=, or find the "

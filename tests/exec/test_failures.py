@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from gates import held_back
 
 import stoker as sk
 from stoker.testing import assert_resumes_exactly, run_epochs
@@ -27,19 +28,6 @@ def _fail_at(bad, exc_type=ValueError):
     def fn(x):
         if x in bad:
             raise exc_type(f"bad record {x}")
-        return x
-
-    return fn
-
-
-def _held_back(slow, gate):
-    """A map function that holds records in ``slow`` back while the file ``gate`` exists."""
-
-    def fn(x):
-        if x in slow:
-            deadline = time.monotonic() + 20
-            while os.path.exists(gate) and time.monotonic() < deadline:
-                time.sleep(0.005)
         return x
 
     return fn
@@ -280,7 +268,7 @@ def test_a_segfault_in_a_worker_is_named(tmp_path):
 @pytest.mark.parametrize("mode", MODES)
 def test_timeout_raises_and_the_iterator_goes_on(mode, pipeline, tmp_path):
     gate = tmp_path / "gate"
-    ds = sk.range(0, 24).map(_held_back({13}, str(gate)))
+    ds = sk.range(0, 24).map(held_back({13}, str(gate)))
     kwargs = {"batch_size": 4}
     if pipeline == "filter":
         ds = ds.filter(lambda x: x % 5 != 0)

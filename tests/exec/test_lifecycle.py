@@ -20,6 +20,7 @@ import time
 import numpy as np
 import psutil
 import pytest
+from gates import held_back
 from leaks import GRACE_SECONDS, children, dev_shm_entries, stoker_threads
 
 import stoker as sk
@@ -44,19 +45,6 @@ def _wait_for(expected, what):
             raise AssertionError(f"{what}: still running: processes {procs}, threads {names}")
         gc.collect()
         time.sleep(0.02)
-
-
-def _held_back(slow, gate):
-    """A map function that holds records in ``slow`` back while the file ``gate`` exists."""
-
-    def fn(x):
-        if x in slow:
-            deadline = time.monotonic() + 20
-            while os.path.exists(gate) and time.monotonic() < deadline:
-                time.sleep(0.005)
-        return x
-
-    return fn
 
 
 def _loader(mode, n=400, **kwargs):
@@ -207,7 +195,7 @@ def _ctrl_c(worker_pids):
 @pytest.mark.parametrize("mode", MODES)
 def test_ctrl_c_while_waiting_fails_the_iterator_and_keeps_its_state(mode, tmp_path):
     gate = tmp_path / "gate"
-    ds = sk.range(0, 40).map(_held_back({13}, str(gate)))  # batch 3 waits for the gate
+    ds = sk.range(0, 40).map(held_back({13}, str(gate)))  # batch 3 waits for the gate
     expected = [b.tolist() for b in sk.DataLoader(ds, batch_size=4)]
     gate.touch()
     before = _workers()

@@ -10,11 +10,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 
 import numpy as np
 import pytest
+from gates import held_back
 
 import stoker as sk
 from stoker.testing import assert_batches_equal, assert_resumes_exactly, run_epochs
@@ -203,24 +203,11 @@ def test_unordered_yields_the_same_multiset(kind, mode):
     assert Counter(map(key, got)) == Counter(map(key, reference(kind)))
 
 
-def _held_back(slow, gate):
-    """A map function that holds records in ``slow`` back while the file ``gate`` exists."""
-
-    def fn(x):
-        if x in slow:
-            deadline = time.monotonic() + 20
-            while os.path.exists(gate) and time.monotonic() < deadline:
-                time.sleep(0.005)
-        return x
-
-    return fn
-
-
 @pytest.mark.parametrize("resume_in", ["inline", "thread-2", "process-2", "process-3"])
 @pytest.mark.parametrize("mode", ["thread-3", "process-3"])
 def test_unordered_state_with_batches_ahead_resumes_exactly(mode, resume_in, tmp_path):
     gate = tmp_path / "gate"
-    ds = sk.range(0, 40).map(_held_back({1}, str(gate)))  # batch 0 waits for the gate
+    ds = sk.range(0, 40).map(held_back({1}, str(gate)))  # batch 0 waits for the gate
     expected = [b.tolist() for b in sk.DataLoader(ds, batch_size=4)]
     gate.touch()
     with make_unordered(ds, mode) as loader:
@@ -247,7 +234,7 @@ def make_unordered(ds, mode):
 
 def test_unordered_resume_of_a_resumed_state_stays_exact(tmp_path):
     gate = tmp_path / "gate"
-    ds = sk.range(0, 48).map(_held_back({1, 21}, str(gate)))  # batches 0 and 5 wait
+    ds = sk.range(0, 48).map(held_back({1, 21}, str(gate)))  # batches 0 and 5 wait
     expected = [b.tolist() for b in sk.DataLoader(ds, batch_size=4)]
     gate.touch()
     seen = []

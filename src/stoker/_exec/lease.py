@@ -41,7 +41,7 @@ class WorkerLease:
         self._shared: Any = None
         self._holder: int | None = None
         self._pid = os.getpid()
-        self._finalizer = weakref.finalize(loader, _close, self)
+        self._finalizer = weakref.finalize(loader, self.close)
 
     def lease(self, loader: DataLoader[Any]) -> tuple[Any, int, Callable[[], None]]:
         """An executor for a new iterator, its token, and how to give it back."""
@@ -76,10 +76,6 @@ class WorkerLease:
             shared, self._shared, self._holder = self._shared, None, None
         if shared is not None:
             shared.close()
-
-
-def _close(lease: WorkerLease) -> None:
-    lease.close()
 
 
 def start_executor(loader: DataLoader[Any]) -> Any:

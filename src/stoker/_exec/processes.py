@@ -100,7 +100,6 @@ class ProcessExecutor(QueuedExecutor):
         with sharing_for_workers():
             self._payload = cloudpickle.dumps(spec)
         self._ring = SlotRing(slot_cap)
-        self._lock = self._cond
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
         self._dead: list[_Worker] = []  # ended workers, joined by close()
@@ -162,7 +161,7 @@ class ProcessExecutor(QueuedExecutor):
 
     def _read(self) -> None:
         while True:
-            with self._lock:
+            with self._cond:
                 if self._closed:
                     return
                 by_object: dict[Any, tuple[str, _Worker]] = {}
@@ -190,14 +189,14 @@ class ProcessExecutor(QueuedExecutor):
         if tag == "init_error":
             exc = self._rebuild(message[1], worker, None)
             self._break(exc)
-            with self._lock:
+            with self._cond:
                 held, worker.job = worker.job, None
             if held is not None:
                 held[1].set_exception(exc)
             return True
         if tag == "ready":
             return True
-        with self._lock:
+        with self._cond:
             held, worker.job = worker.job, None
         if held is None:
             return True
@@ -222,7 +221,7 @@ class ProcessExecutor(QueuedExecutor):
         if slot is not None:
             self._ring.release(slot)
         del future, held
-        with self._lock:
+        with self._cond:
             self._dispatch()
         return True
 
@@ -249,14 +248,14 @@ class ProcessExecutor(QueuedExecutor):
         return exc
 
     def _died(self, worker: _Worker) -> None:
-        with self._lock:
+        with self._cond:
             if self._closed or worker not in self._workers:
                 return
         while worker.conn.poll(0) and self._receive(worker):
             pass  # results it sent before it died still count
         worker.process.join(1.0)
         code = worker.process.exitcode
-        with self._lock:
+        with self._cond:
             held, worker.job = worker.job, None
             if self.closed:
                 return
@@ -296,7 +295,7 @@ class ProcessExecutor(QueuedExecutor):
         """Stop the workers and the results thread; release the slots (idempotent)."""
         if self.foreign:
             return
-        with self._lock:
+        with self._cond:
             if self._closed:
                 return
             queued = self._take_all()

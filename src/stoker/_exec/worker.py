@@ -21,6 +21,7 @@ from typing import Any
 
 import cloudpickle
 
+from ..errors import WorkerError
 from .jobs import EMPTY, Runtime, WorkerSpec
 from .malloc import keep_large_blocks
 from .slots import SlotWriter
@@ -39,12 +40,17 @@ def pack_error(exc: BaseException) -> PackedError:
     text = "".join(traceback.format_exception(exc))
     sample = getattr(exc, "sample_index", None)
     summary = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
+    return _travelling(exc), summary, text, sample if isinstance(sample, int) else None
+
+
+def _travelling(exc: BaseException) -> bytes | None:
+    """``exc`` pickled, if the parent can rebuild it from that (else None)."""
     try:
-        data = cloudpickle.dumps(exc)
+        data: bytes = cloudpickle.dumps(exc)
         pickle.loads(data)
     except Exception:
-        data = None
-    return data, summary, text, sample if isinstance(sample, int) else None
+        return None
+    return data
 
 
 def _watch_lifeline(lifeline: Connection, parent: int) -> None:
@@ -112,13 +118,9 @@ def worker_main(worker_id: int, conn: Connection, lifeline: Connection, payload:
 
 def _portable(exc: BaseException) -> BaseException:
     """``exc`` if it pickles, else a :class:`~stoker.WorkerError` with its text."""
-    try:
-        pickle.loads(cloudpickle.dumps(exc))
+    if _travelling(exc) is not None:
         return exc
-    except Exception:
-        from ..errors import WorkerError
-
-        return WorkerError(f"{type(exc).__name__}: {exc}")
+    return WorkerError(f"{type(exc).__name__}: {exc}")
 
 
 def _send(conn: Connection, message: Any) -> bool:

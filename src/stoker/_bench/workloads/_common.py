@@ -26,6 +26,18 @@ def sequence_batches(data: Sequence[int], batch_size: int) -> Iterator[np.ndarra
         yield np.asarray(data[start : start + batch_size], dtype=np.int64)
 
 
+def int_record(index: int, length: int) -> np.ndarray:
+    """A small int64 record: ``length * index + arange(length)``."""
+    return np.arange(length, dtype=np.int64) + length * int(index)
+
+
+def int_record_batches(n: int, batch_size: int, length: int) -> Iterator[np.ndarray]:
+    """The batches of the records ``int_record(0 .. n - 1, length)``, in order."""
+    for start in range(0, n, batch_size):
+        stop = min(n, start + batch_size)
+        yield np.stack([int_record(i, length) for i in range(start, stop)])
+
+
 def index_batches(order: np.ndarray, batch_size: int) -> list[np.ndarray]:
     """``order`` cut into consecutive batches of ``batch_size`` indices (the last may be short)."""
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

@@ -23,7 +23,7 @@ import stoker as sk
 
 from ..base import BenchContext, Prepared, Runner, Target
 from . import workload
-from ._common import IndexFn, QuietTorchLoader
+from ._common import IndexFn, QuietTorchLoader, int_record, int_record_batches
 
 RECORDS = 8192
 QUICK_RECORDS = 4096
@@ -37,7 +37,7 @@ MANY_WORKERS = 64
 
 def record(index: int) -> np.ndarray:
     """Record ``index`` without the wait: ``8 * index + arange(8)``, int64."""
-    return np.arange(RECORD_LEN, dtype=np.int64) + RECORD_LEN * int(index)
+    return int_record(index, RECORD_LEN)
 
 
 @sk.releases_gil
@@ -54,8 +54,7 @@ def limit(workers: int) -> float:
 
 def expected_batches(n: int) -> Iterator[np.ndarray]:
     """The batches of records ``0 .. n - 1`` in order."""
-    for start in range(0, n, BATCH_SIZE):
-        yield np.stack([record(i) for i in range(start, min(n, start + BATCH_SIZE))])
+    return int_record_batches(n, BATCH_SIZE, RECORD_LEN)
 
 
 @workload("io_latency", "2 ms of simulated I/O per record, batch 32: 16 and 64 workers")

@@ -29,7 +29,7 @@ import stoker as sk
 
 from ..base import BenchContext, Prepared, Runner, Target
 from . import workload
-from ._common import IndexFn, QuietTorchLoader
+from ._common import IndexFn, QuietTorchLoader, int_record, int_record_batches
 
 RECORDS = 4000
 QUICK_RECORDS = 2000
@@ -47,7 +47,7 @@ LIMIT = WORKERS / MEAN_S
 
 def record(index: int) -> np.ndarray:
     """Record ``index`` without the wait: ``4 * index + arange(4)``, int64."""
-    return np.arange(RECORD_LEN, dtype=np.int64) + RECORD_LEN * int(index)
+    return int_record(index, RECORD_LEN)
 
 
 def is_slow(index: int) -> bool:
@@ -64,8 +64,7 @@ def fetch(index: int) -> np.ndarray:
 
 def expected_batches(n: int) -> Iterator[np.ndarray]:
     """The batches of records ``0 .. n - 1`` in order."""
-    for start in range(0, n, BATCH_SIZE):
-        yield np.stack([record(i) for i in range(start, min(n, start + BATCH_SIZE))])
+    return int_record_batches(n, BATCH_SIZE, RECORD_LEN)
 
 
 @workload("skewed", "every 50th record takes 50 ms, others 0.2 ms, batch 16, 16 workers")
