@@ -1,0 +1,197 @@
+"""Read-ahead for framework adapters: place the next batches early, report the last one.
+
+A device adapter wants the next ``depth`` batches already on their way to the
+accelerator while the current step runs. ``PlacedIterator`` pulls batches from a
+loader iterator, calls ``place`` on each as soon as it is pulled (an asynchronous
+copy in PyTorch and JAX), and yields them in order. Its ``state_dict()`` is the
+state the source had right after the last batch *yielded*, never after the ones
+held ahead, so a checkpoint taken in a training step resumes exactly there.
+
+``PlacedLoader`` is the re-iterable form: each ``iter()`` is a fresh pass of the
+source (the next epoch of a :class:`~stoker.DataLoader`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+from .errors import ConfigError
+
+__all__ = ["PlacedIterator", "PlacedLoader", "check_depth"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def check_depth(depth: object) -> int:
+    """``depth`` as batches held ahead, or a ConfigError saying what is allowed."""
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
+        raise ConfigError(f"prefetch must be an int >= 0 (batches placed ahead), got {depth!r}")
+    return depth
+
+
+def _state_of(source: object) -> dict[str, Any] | None:
+    get = getattr(source, "state_dict", None)
+    if get is None:
+        return None
+    state: dict[str, Any] = get()
+    return state
+
+
+class PlacedIterator(Generic[T, U]):
+    """Yields ``place(batch)`` for every batch of ``source``, placing ``depth`` ahead.
+
+    ``finish`` (optional) runs on a placed batch just before it is yielded: PyTorch
+    uses it to make the current CUDA stream wait for the copy.
+
+    An error raised by the source or by ``place`` while reading ahead is raised only
+    after the batches already placed were yielded, so the state stays that of the
+    last good batch.
+
+    Example:
+        >>> import stoker as sk
+        >>> loader = sk.DataLoader(sk.range(0, 6), batch_size=2)
+        >>> it = PlacedIterator(iter(loader), lambda b: b * 10, depth=2)
+        >>> next(it).tolist()
+        [0, 10]
+        >>> it.state_dict()["batches"]  # two more batches are held, but one was yielded
+        1
+    """
+
+    def __init__(
+        self,
+        source: Iterator[T],
+        place: Callable[[T], U],
+        depth: int,
+        finish: Callable[[U], U] | None = None,
+    ) -> None:
+        self._source = source
+        self._place = place
+        self._finish = finish
+        self._depth = max(1, check_depth(depth))
+        self._held: deque[tuple[U, dict[str, Any] | None]] = deque()
+        self._state = _state_of(source)
+        self._ended = False
+        self._error: BaseException | None = None
+
+    def _fill(self) -> None:
+        while not self._ended and self._error is None and len(self._held) < self._depth:
+            try:
+                batch = next(self._source)
+            except StopIteration:
+                self._ended = True
+                return
+            except Exception as exc:
+                self._error = exc
+                return
+            state = _state_of(self._source)
+            try:
+                placed = self._place(batch)
+            except Exception as exc:
+                self._error = exc
+                return
+            self._held.append((placed, state))
+
+    def __iter__(self) -> Iterator[U]:
+        return self
+
+    def __next__(self) -> U:
+        self._fill()
+        if not self._held:
+            if self._error is not None:
+                error, self._error = self._error, None
+                self._ended = True
+                raise error
+            self._state = _state_of(self._source)  # the end: the next epoch's start
+            raise StopIteration
+        placed, state = self._held.popleft()
+        self._state = state
+        if self._finish is not None:
+            placed = self._finish(placed)
+        self._fill()  # the next copies start while the caller's step runs
+        return placed
+
+    def state_dict(self) -> dict[str, Any]:
+        """The source's state right after the last batch this iterator yielded.
+
+        Errors:
+            TypeError: the source has no ``state_dict()``.
+        """
+        if self._state is None:
+            raise TypeError(
+                f"{type(self._source).__name__} has no state_dict(); wrap a stoker "
+                "DataLoader (or one of its iterators) to get a resumable state"
+            )
+        return self._state
+
+    def stats(self) -> Any:
+        """The source iterator's :class:`~stoker.LoaderStats`."""
+        return self._source.stats()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """Drop the batches held ahead and close the source (idempotent)."""
+        self._held.clear()
+        self._ended = True
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> PlacedIterator[T, U]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PlacedLoader(Generic[T, U]):
+    """A re-iterable :class:`PlacedIterator`: each ``iter()`` starts a fresh pass.
+
+    ``state_dict()`` / ``load_state_dict()`` follow the torchdata convention: the
+    state of the most recent pass (after its last yielded batch), and the state the
+    next pass starts from.
+    """
+
+    def __init__(
+        self,
+        source: Iterable[T],
+        place: Callable[[T], U],
+        depth: int,
+        finish: Callable[[U], U] | None = None,
+    ) -> None:
+        self._source = source
+        self._place = place
+        self._depth = check_depth(depth)
+        self._finish = finish
+        self._last: PlacedIterator[T, U] | None = None
+
+    @property
+    def source(self) -> Iterable[T]:
+        """The wrapped loader."""
+        return self._source
+
+    def __iter__(self) -> PlacedIterator[T, U]:
+        it = PlacedIterator(iter(self._source), self._place, self._depth, self._finish)
+        self._last = it
+        return it
+
+    def __len__(self) -> int:
+        return len(self._source)  # type: ignore[arg-type]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The most recent pass's state; before any pass, the source's own."""
+        if self._last is not None and self._last._state is not None:
+            return self._last.state_dict()
+        state = _state_of(self._source)
+        if state is None:
+            raise TypeError(f"{type(self._source).__name__} has no state_dict()")
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` resume at ``state``."""
+        load = getattr(self._source, "load_state_dict", None)
+        if load is None:
+            raise TypeError(f"{type(self._source).__name__} has no load_state_dict()")
+        self._last = None
+        load(state)
