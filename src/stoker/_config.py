@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._sampling.shard import Shard
-from .errors import ConfigError, NotSupportedError
+from .errors import ConfigError
 
 __all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]
 
@@ -152,9 +152,4 @@ class LoaderConfig:
         ):
             raise ConfigError(
                 f"shard must be sk.Shard(index, count), 'jax', 'torch' or None, got {self.shard!r}"
-            )
-        if isinstance(self.shard, str) or (isinstance(self.shard, Shard) and self.shard.count > 1):
-            raise NotSupportedError(
-                "multi-host sharding (shard=...) is not available yet; "
-                "use ds.shard(index, count) on the dataset for now"
             )

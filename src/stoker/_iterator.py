@@ -104,6 +104,7 @@ class LoaderIterator(Generic[B]):
                 timeout=cfg.timeout,
                 token=token,
                 on_done=self._tally.count,
+                hosts=loader._hosts,
             )
             self._window = Prefetcher(  # stage 6: the parts' jobs are the window
                 self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"

@@ -16,6 +16,7 @@ from ._config import LoaderConfig
 from ._dataset import Dataset, IterDataset
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
+from ._hosts import is_distributed_sampler, resolve_hosts
 from ._iterator import LoaderIterator, StateBox
 from ._plan import BatchSamplerPlan, MapPlan, StreamPlan
 from ._prefetch import DEFAULT_DEPTH
@@ -69,7 +70,16 @@ class DataLoader(Generic[B]):
         timeout: seconds to wait for a batch before :class:`~stoker.LoaderTimeout`.
         on_error: "raise", or "skip" records whose loading raises (at most
             ``max_errors``, then raise).
-        shard: multi-host sharding (a later version).
+        shard: load one host's slice of every global batch: ``sk.Shard(index, count)``,
+            ``"jax"`` (process index and count from JAX) or ``"torch"`` (rank and
+            world size from ``torch.distributed``). Each host yields ``batch_size``
+            records per step; the global batch is ``batch_size * count`` records in
+            the order fixed by (seed, epoch), host ``i`` holding rows
+            ``[i * batch_size, (i + 1) * batch_size)``. At the end of an epoch a
+            global remainder is split evenly under "keep" (the records that do not
+            split are dropped), dropped under "drop" and carried under "rollover".
+            A map-style state is the same on every host and resumes on any host
+            count with the same global batch size.
 
     Example:
         >>> import stoker as sk
@@ -83,7 +93,8 @@ class DataLoader(Generic[B]):
 
     Errors:
         ConfigError: bad or conflicting arguments, an empty dataset; raised here,
-            before anything is read. NotSupportedError: options of later versions.
+            before anything is read. NotSupportedError: combinations stoker cannot
+            serve (e.g. ``shard=`` with a filter).
     """
 
     def __init__(
@@ -142,11 +153,14 @@ class DataLoader(Generic[B]):
                 "prefetch >= 1 (or None), or num_workers >= 1, together with timeout"
             )
         self._dataset = as_dataset(dataset)
+        self._hosts = resolve_hosts(shard)
         self._sampler: Sampler | None = None
         if isinstance(self._dataset, IterDataset):
             self._check_stream()
         else:
             self._check_map()
+        if self._hosts.count > 1:
+            self._check_hosts()
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
         self._box = StateBox(None)
@@ -232,6 +246,31 @@ class DataLoader(Generic[B]):
                 "lives in the worker that reads it, and dies with it"
             )
 
+    def _check_hosts(self) -> None:
+        cfg, ds, n = self._config, self._dataset, self._hosts.count
+        if cfg.batch_size is None:
+            raise ConfigError(
+                "shard= needs batch_size: each host loads batch_size records of every "
+                "global batch"
+            )
+        if not cfg.ordered:
+            raise ConfigError(
+                "ordered=False conflicts with shard=: at every step all hosts must hold "
+                "slices of the same global batch, so batches must come in order"
+            )
+        if isinstance(ds, Dataset) and (ds._may_skip or cfg.on_error == "skip"):
+            raise NotSupportedError(
+                "shard= does not work with a filter or on_error='skip': each host would need "
+                f"to read the other {n - 1} hosts' records to know where its own slice "
+                "starts; filter the data before sharding it, or shard the dataset itself "
+                "with ds.shard(index, count)"
+            )
+        if is_distributed_sampler(cfg.sampler):
+            raise ConfigError(
+                "sampler=DistributedSampler(...) conflicts with shard=: both split the data "
+                "across hosts; pass a sampler over the whole dataset (or none) with shard="
+            )
+
     # -- description --------------------------------------------------------------
 
     @property
@@ -247,16 +286,30 @@ class DataLoader(Generic[B]):
     def seed(self) -> int:
         return self._config.seed
 
+    @property
+    def shard(self) -> Shard:
+        """This host's part: ``Shard(0, 1)`` without ``shard=``."""
+        return self._hosts
+
+    @property
+    def global_batch_size(self) -> int | None:
+        """Records in one global batch: ``batch_size`` times the host count."""
+        size = self.batch_size
+        return None if size is None else size * self._hosts.count
+
     def _header(self) -> dict[str, Any]:
-        cfg, ds = self._config, self._dataset
+        cfg, ds, hosts = self._config, self._dataset, self._hosts
         if isinstance(ds, IterDataset):
-            return {
+            header = {
                 "format": FORMAT,
                 "kind": "stream",
                 "seed": cfg.seed,
                 "batch_size": cfg.batch_size,
                 "last_batch": cfg.last_batch,
             }
+            if hosts.count > 1:  # each host's stream position is its own
+                header["host"] = [hosts.index, hosts.count]
+            return header
         if cfg.batch_sampler is not None:
             return {
                 "format": FORMAT,
@@ -269,7 +322,7 @@ class DataLoader(Generic[B]):
             "kind": "map",
             "seed": cfg.seed,
             "dataset_len": len(ds),
-            "batch_size": cfg.batch_size,
+            "batch_size": self.global_batch_size,
             "last_batch": cfg.last_batch,
             "shuffle": cfg.shuffle,
         }
@@ -299,10 +352,12 @@ class DataLoader(Generic[B]):
         box = self._box
         carry = box.state.get("carry", []) if box.finished and box.state else None
         n = len(self._sampler) + (len(carry) if carry is not None else box.carry_len)
-        size = cfg.batch_size
+        size, hosts = self.global_batch_size, self._hosts.count
         if size is None:
             return n
-        return -(-n // size) if cfg.last_batch == "keep" else n // size
+        # Under keep, a short last global batch counts if it gives every host a record.
+        short = cfg.last_batch == "keep" and (n % size) // hosts > 0
+        return n // size + short
 
     # -- iteration ----------------------------------------------------------------
 
@@ -397,6 +452,7 @@ class DataLoader(Generic[B]):
                 last_batch=cfg.last_batch,
                 seed=cfg.seed,
                 header=header,
+                hosts=self._hosts,
                 epoch=epoch,
                 state=state,
             ), builder
@@ -409,6 +465,7 @@ class DataLoader(Generic[B]):
                 dataset_len=len(ds),
                 seed=cfg.seed,
                 header=header,
+                hosts=self._hosts,
                 epoch=epoch,
                 state=state,
             ), builder
@@ -422,6 +479,7 @@ class DataLoader(Generic[B]):
             seed=cfg.seed,
             skips=ds._may_skip or cfg.on_error == "skip",
             header=header,
+            hosts=self._hosts,
             epoch=epoch,
             state=state,
         ), builder

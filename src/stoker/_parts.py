@@ -3,7 +3,8 @@
 Worker ``k`` of ``n`` opens the stream with ``Shard(k, n)`` in its context: stoker's
 own sources read only that part (``from_iterable`` hands the shard to a factory
 that takes one, or keeps every n-th record), and a user's ``IterDataset`` keeps every
-n-th record unless it declares ``shards_itself``. No record is read twice.
+n-th record unless it declares ``shards_itself``. No record is read twice. With
+several hosts, worker ``k`` of host ``h`` reads part ``h * n + k`` of ``n * hosts``.
 
 Batches are taken from the parts in turn (part 0, 1, ..., n-1, 0, ...), which makes
 the order a function of (seed, num_workers); with ``ordered=False`` a part's batch
@@ -26,6 +27,7 @@ import numpy as np
 
 from ._context import Context
 from ._exec.jobs import EMPTY, Done, Job
+from ._hosts import ONE_HOST
 from ._plan import Item, _Plan
 from ._prefetch import Executor, remaining, timeout_error
 from ._sampling.shard import Shard
@@ -56,10 +58,12 @@ class StreamParts(_Plan):
         timeout: float | None,
         token: int,
         on_done: Callable[[Done], None],
+        hosts: Shard = ONE_HOST,
     ) -> None:
         super().__init__(header, epoch, state)
         self._executor = executor
         self._n = num_parts
+        self._hosts = hosts
         self._batch_size = batch_size
         self._drop = last_batch == "drop"
         self._seed = seed
@@ -112,7 +116,9 @@ class StreamParts(_Plan):
         queue = self._inflight[part]
         count = self._batch_size or _UNBATCHED_CHUNK
         while not self._ended[part] and len(queue) < self._depth:
-            ctx = Context(self._seed, self._epoch, shard=Shard(part, self._n))
+            # Host h's worker k reads part h * n + k of the hosts' n * count parts.
+            whole = Shard(self._hosts.index * self._n + part, self._hosts.count * self._n)
+            ctx = Context(self._seed, self._epoch, shard=whole)
             self._seq += 1
             job = Job(
                 self._seq,

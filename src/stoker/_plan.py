@@ -11,6 +11,11 @@ the state after a batch is the sampler position just after its last record, so t
 records read ahead are read again after a restore, never lost or repeated. Under
 ``last_batch="rollover"`` the records left at the end of an epoch (fewer than a
 batch) start the next one; the state carries them as (epoch, index) pairs.
+
+With several hosts (``shard=``), the sampler's order is cut into global batches of
+``batch_size * hosts`` records and each host keeps only its consecutive slice of
+each (``host_slice``). The state is a global position, the same on every host, so it
+resumes on any host count with the same global batch size.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from ._batching.builder import BatchBuilder, add_batch_index, add_location
 from ._context import SKIP, Context
 from ._dataset import IterDataset, StreamCursor
 from ._exec.jobs import Done, Job
+from ._hosts import ONE_HOST, host_slice
 from ._prefetch import timeout_error
 from ._sampling.base import Sampler, SamplerCursor
+from ._sampling.shard import Shard
 from .errors import StateError
 
 __all__ = ["BatchSamplerPlan", "ChunkReader", "MapPlan", "StreamPlan"]
@@ -85,9 +92,11 @@ class MapPlan(_Plan):
         header: dict[str, Any],
         epoch: int,
         state: dict[str, Any] | None,
+        hosts: Shard = ONE_HOST,
     ) -> None:
         self._builder = builder
-        self._batch_size = batch_size or 1
+        self._hosts = hosts
+        self._batch_size = (batch_size or 1) * hosts.count  # a global batch
         self._collate = batch_size is not None
         self._last_batch = last_batch if batch_size is not None else "keep"
         self._seed = seed
@@ -143,10 +152,17 @@ class MapPlan(_Plan):
         fresh = self._cursor.take(size - len(carry))
         pairs = carry + [(self._epoch, int(i)) for i in fresh] if carry else None
         count = len(carry) + len(fresh)
-        if count == 0 or (count < size and self._last_batch != "keep"):
+        lo, hi = host_slice(count, self._hosts) if self._hosts.count > 1 else (0, count)
+        if hi == lo or (count < size and self._last_batch != "keep"):
             leftover = pairs if pairs is not None else [(self._epoch, int(i)) for i in fresh]
             self._finish(leftover)
             return None
+        if self._hosts.count > 1:  # this host's slice of the global batch
+            count = hi - lo
+            if pairs is None:
+                fresh = fresh[lo:hi]
+            else:
+                pairs = pairs[lo:hi]
         if pairs is None:
             return [(self._ctx(self._epoch), fresh)], count
         parts = [
@@ -319,11 +335,13 @@ class BatchSamplerPlan(_Plan):
         header: dict[str, Any],
         epoch: int,
         state: dict[str, Any] | None,
+        hosts: Shard = ONE_HOST,
     ) -> None:
         super().__init__(header, epoch, state)
         self._builder = builder
         self._seed = seed
         self._len = dataset_len
+        self._hosts = hosts
         if hasattr(batch_sampler, "set_epoch"):
             batch_sampler.set_epoch(self._epoch)
         self._it: Iterator[Any] = iter(batch_sampler)
@@ -341,23 +359,32 @@ class BatchSamplerPlan(_Plan):
         return self._next_epoch_state()
 
     def _next_indices(self) -> tuple[np.ndarray, str] | None:
-        """The indices of the next batch and where it is; None at the end."""
-        if self._done:
-            return None
-        indices = next(self._it, None)
-        if indices is None:
-            self._done = True
-            return None
-        idx = np.asarray(list(indices), dtype=np.int64)
-        where = self._where()
-        if idx.size and (idx.min() < 0 or idx.max() >= self._len):
-            bad = int(idx.min() if idx.min() < 0 else idx.max())
-            raise IndexError(
-                f"the batch sampler yielded index {bad} for {where}, "
-                f"outside a dataset of length {self._len}"
-            )
-        self._batches += 1
-        return idx, where
+        """The indices of the next batch and where it is; None at the end.
+
+        With several hosts, a batch is a global batch and this host takes its even
+        slice; a batch too small to give every host a record is passed over.
+        """
+        while not self._done:
+            indices = next(self._it, None)
+            if indices is None:
+                self._done = True
+                return None
+            idx = np.asarray(list(indices), dtype=np.int64)
+            where = self._where()
+            if idx.size and (idx.min() < 0 or idx.max() >= self._len):
+                bad = int(idx.min() if idx.min() < 0 else idx.max())
+                raise IndexError(
+                    f"the batch sampler yielded index {bad} for {where}, "
+                    f"outside a dataset of length {self._len}"
+                )
+            self._batches += 1
+            if self._hosts.count > 1:
+                lo, hi = host_slice(len(idx), self._hosts)
+                if hi == lo:
+                    continue
+                idx = idx[lo:hi]
+            return idx, where
+        return None
 
     def next_item(self) -> Item | None:
         while (got := self._next_indices()) is not None:
@@ -399,6 +426,7 @@ class StreamPlan(_Plan):
         header: dict[str, Any],
         epoch: int,
         state: dict[str, Any] | None,
+        hosts: Shard = ONE_HOST,
     ) -> None:
         super().__init__(header, epoch, state)
         self._builder = builder
@@ -406,7 +434,7 @@ class StreamPlan(_Plan):
         self._last_batch = last_batch
         self._stream_state: dict[str, Any] | None = None if state is None else state["stream"]
         self._cursor: StreamCursor[Any] = dataset._open(
-            Context(seed, self._epoch), self._stream_state
+            Context(seed, self._epoch, shard=hosts), self._stream_state
         )
 
     def state(self) -> dict[str, Any]:

@@ -22,7 +22,10 @@ FORMAT = "stoker.loader/1"
 _LOADER_HINTS = {
     "seed": "pass the same seed=",
     "dataset_len": "the dataset changed size since the state was saved",
-    "batch_size": "pass the same batch_size=",
+    "batch_size": "pass the same batch_size= (with shard=, keep batch_size times the host "
+    "count the same)",
+    "host": "a stream's state belongs to one host: restore it on the host with the same "
+    "shard index and count",
     "last_batch": "pass the same last_batch=",
     "shuffle": "pass the same shuffle=",
 }
