@@ -48,6 +48,8 @@ def run_hosts(script: str, count: int, out: Path, *args: str, timeout: float = 1
                 p.wait()
     failed = [i for i, p in enumerate(procs) if p.returncode != 0]
     if failed:
-        detail = "\n".join(f"--- host {i} (exit {procs[i].returncode}):\n{logs[i][-3000:]}" for i in failed)
+        detail = "\n".join(
+            f"--- host {i} (exit {procs[i].returncode}):\n{logs[i][-3000:]}" for i in failed
+        )
         raise AssertionError(f"hosts {failed} failed:\n{detail}")
     return [json.loads(path.read_text()) for path in paths]
