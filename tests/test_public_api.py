@@ -25,3 +25,17 @@ def test_errors_share_one_root():
 
 def test_package_is_typed():
     assert (pathlib.Path(sk.__file__).parent / "py.typed").exists()
+
+
+def test_frameworks_are_imported_only_when_asked_for():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, stoker as sk\n"
+        "loader = sk.DataLoader(sk.range(0, 8), batch_size=4, shard=sk.Shard(0, 2))\n"
+        "assert [b.tolist() for b in loader] == [[0, 1, 2, 3]], list(loader)\n"
+        "heavy = [m for m in ('torch', 'jax', 'jaxlib') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
