@@ -1,6 +1,7 @@
 """``default_collate`` and ``pad_collate``: records in, one batch out.
 
-Collation follows the structure of the first record: arrays are stacked, Python and
+Collation follows the structure of the first record: arrays are stacked (PyTorch CPU
+tensors too, as NumPy arrays that share their memory), Python and
 NumPy scalars become 1-D arrays, strings and bytes become lists, and containers
 (dict, tuple, list, namedtuple, dataclass) are collated field by field. When ``out``
 (a batch of the same structure) is given, arrays are written into it instead of being
@@ -10,6 +11,7 @@ allocated; this is how planned, recycled buffers are filled.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,6 +61,8 @@ def _collate(records: Sequence[Any], out: Any, where: str) -> Any:
         return _stack(records, out, where)
     if isinstance(first, bool | int | float | complex | np.generic):
         return _scalars(records, out, where)
+    if _is_tensor(first):
+        return _stack_tensors(records, out, where)
     if isinstance(first, str | bytes):
         return list(records)
     if isinstance(first, Mapping):
@@ -131,6 +135,29 @@ def _stack(records: Sequence[Any], out: Any, where: str) -> np.ndarray:
         except TypeError:
             pass  # a record of another dtype: allocate rather than cast silently
     return np.stack(records)
+
+
+def _is_tensor(value: object) -> bool:
+    # Only an imported torch can have made a tensor: never import it here.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _stack_tensors(records: Sequence[Any], out: Any, where: str) -> Any:
+    """PyTorch tensors stacked as one NumPy array (into ``out`` when it fits).
+
+    Tensors NumPy cannot view (on a GPU, bfloat16, requiring grad) are stacked by
+    ``torch.stack`` instead, into a tensor.
+    """
+    try:
+        arrays = [r.numpy() if _is_tensor(r) else r for r in records]
+    except (TypeError, RuntimeError):
+        torch = sys.modules["torch"]
+        try:
+            return torch.stack(list(records))
+        except (TypeError, RuntimeError) as exc:
+            raise CollateError(f"cannot collate {where}: {exc}") from exc
+    return _stack(arrays, out, where)
 
 
 def pad_collate(records: Sequence[Any], pad_value: Any = 0, multiple_of: int = 1) -> Any:

@@ -1,0 +1,106 @@
+"""The drop-in loader's iterator, and the lifetime of its (non-persistent) workers."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import stoker as sk
+
+from .._iterator import LoaderIterator
+from ._tensors import pinned
+
+__all__ = ["TorchLoaderIterator", "WorkerLife"]
+
+
+class WorkerLife:
+    """Ends a loader's workers when no iterator reads any more, unless they persist.
+
+    PyTorch starts workers for every iterator and ends them with it, unless
+    ``persistent_workers=True``; each new set starts with a new base seed. stoker's
+    workers live as long as their loader; closing them when the last iterator ends
+    gives the next iterator fresh workers, seeded afresh, as in PyTorch.
+    """
+
+    def __init__(self, loader: sk.DataLoader[Any], persistent: bool) -> None:
+        self._loader = loader
+        self._persistent = persistent
+        self._active = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> None:
+        """An iterator starts."""
+        with self._lock:
+            self._active += 1
+
+    def leave(self) -> None:
+        """An iterator ended (exhausted, closed or collected)."""
+        with self._lock:
+            self._active -= 1
+            idle = self._active == 0
+        if idle and not self._persistent:
+            self._loader.close()
+
+
+def _end(source: LoaderIterator[Any], life: WorkerLife) -> None:
+    source.close()
+    life.leave()
+
+
+class TorchLoaderIterator:
+    """One pass of a :class:`stoker.torch.DataLoader`: batches shaped as PyTorch's.
+
+    Resources:
+        Holds the workers it reads from until it is exhausted, closed or collected;
+        then, without ``persistent_workers``, the loader's workers end.
+    """
+
+    def __init__(
+        self,
+        source: LoaderIterator[Any],
+        shape: Callable[[Any], Any],
+        pin: bool,
+        life: WorkerLife,
+        length: Callable[[], int],
+    ) -> None:
+        self._source = source
+        self._shape = shape
+        self._pin = pin
+        self._length = length
+        self._finalizer = weakref.finalize(self, _end, source, life)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            batch = next(self._source)
+        except StopIteration:
+            self._finalizer()
+            raise
+        batch = self._shape(batch)
+        return pinned(batch) if self._pin else batch
+
+    def __len__(self) -> int:
+        return self._length()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The JSON-serialisable state right after the last batch yielded (see
+        :meth:`stoker.LoaderIterator.state_dict`)."""
+        return self._source.state_dict()
+
+    def stats(self) -> sk.LoaderStats:
+        """Counters and a bottleneck verdict of this pass so far."""
+        return self._source.stats()
+
+    def close(self) -> None:
+        """Stop loading (idempotent); without persistent workers, they end."""
+        self._finalizer()
+
+    def __enter__(self) -> TorchLoaderIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
