@@ -3,11 +3,11 @@
 import dataclasses
 from typing import NamedTuple
 
+import jax
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
 
-import jax
 import stoker as sk
 import stoker.jax as sj
 

@@ -3,11 +3,11 @@
 The multi-process case (two jax.distributed processes) is tests/multihost.
 """
 
+import jax
 import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-import jax
 import stoker as sk
 import stoker.jax as sj
 
@@ -101,3 +101,13 @@ def test_non_array_values_stay_local_and_scalars_are_replicated(devices):
     assert placed["n"].sharding.is_fully_replicated
     assert int(placed["n"]) == 8
     np.testing.assert_array_equal(np.asarray(placed["y"]), np.arange(8))
+
+
+def test_a_loader_sharded_unlike_the_jax_processes_is_refused(devices, monkeypatch):
+    preset = sj.data_parallel(devices)
+    with pytest.raises(sk.ConfigError, match=r"host part 0 of 2, but this is JAX process 0 of 1"):
+        sj.global_batches(_loader(shard=sk.Shard(0, 2)), preset)
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    with pytest.raises(sk.ConfigError, match="shard='jax'"):
+        sj.global_batches(_loader(shard=sk.Shard(1, 2)), preset)
+    sj.global_batches(_loader(shard=sk.Shard(0, 2)), preset)  # process 0 of 2: fine

@@ -5,10 +5,10 @@ memory with the batch stoker collated, and the global arrays must be built from
 the per-device arrays, not from a second host batch.
 """
 
+import jax
 import numpy as np
 import pytest
 
-import jax
 import stoker as sk
 import stoker.jax as sj
 

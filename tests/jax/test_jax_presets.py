@@ -1,10 +1,10 @@
 """Mesh presets: which device holds which rows of the batch, and parameter layouts."""
 
+import jax
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
-import jax
 import stoker as sk
 import stoker.jax as sj
 

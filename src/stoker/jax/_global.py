@@ -9,6 +9,7 @@ import jax
 from jax.sharding import Mesh
 
 from .._ahead import PlacedIterator, PlacedLoader, check_depth
+from .._sampling.shard import Shard
 from ..errors import ConfigError
 from ._presets import AxisNames, MeshPreset
 from ._split import place_all, process_shards
@@ -35,6 +36,20 @@ def _preset(mesh: Mesh | MeshPreset, data_axis: AxisNames | None) -> MeshPreset:
             f"global_batches(loader, mesh, {mesh.axis_names[0]!r})"
         )
     return MeshPreset(mesh, data_axis)
+
+
+def _check_hosts(iterable: object) -> None:
+    """A loader split over hosts must be split the way JAX numbers its processes."""
+    shard = getattr(iterable, "shard", None)
+    if not isinstance(shard, Shard) or shard.count == 1:
+        return
+    index, count = jax.process_index(), jax.process_count()
+    if (shard.index, shard.count) != (index, count):
+        raise ConfigError(
+            f"the loader reads host part {shard.index} of {shard.count}, but this is JAX "
+            f"process {index} of {count}: global batches put process i's rows in block i, "
+            "so build the loader with shard='jax' (after jax.distributed.initialize())"
+        )
 
 
 def global_batch(batch: Any, mesh: Mesh | MeshPreset, data_axis: AxisNames | None = None) -> Any:
@@ -123,12 +138,14 @@ def global_batches(
         ((8,), True)
 
     Errors:
-        ConfigError: a mesh or data axis that cannot work, or a bad ``prefetch``,
-            raised here; while iterating, those of :func:`global_batch`, after the
-            batches already placed were yielded.
+        ConfigError: a mesh or data axis that cannot work, a bad ``prefetch``, or a
+            loader whose ``shard`` is not this JAX process's, raised here; while
+            iterating, those of :func:`global_batch`, after the batches already
+            placed were yielded.
     """
     preset = _preset(mesh, data_axis)
     depth = check_depth(prefetch)
+    _check_hosts(iterable)
 
     def place(batch: B) -> Any:
         return global_batch(batch, preset)

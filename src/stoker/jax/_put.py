@@ -75,6 +75,10 @@ def device_put(
     ``prefetch`` batches are dispatched (JAX copies asynchronously) while the
     caller's step runs on the current one.
 
+    Each batch is taken as the whole value, the same on every process: with a
+    loader that reads one host's part (``shard="jax"``), use
+    :func:`global_batches` instead.
+
     ``state_dict()`` is the state right after the last batch *yielded*, never
     after the ones held ahead, so a checkpoint taken inside the training step
     resumes at the next batch.
