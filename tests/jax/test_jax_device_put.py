@@ -172,3 +172,14 @@ def test_rows_that_do_not_split_evenly_say_which_batch_size_works(devices):
     loader = sk.DataLoader(_data(), batch_size=6)
     with pytest.raises(sk.ConfigError, match=r"6 rows.*multiple of 8"):
         next(iter(sj.device_put(loader, sj.data_parallel(devices))))
+
+
+def test_placed_batches_keep_their_values_while_buffers_are_recycled(devices):
+    preset = sj.data_parallel(devices)
+    loader = sk.DataLoader(_data(n=96), batch_size=8, shuffle=True, seed=9, prefetch=0)
+    want = _expected(loader, epoch=0)
+    held = list(sj.device_put(loader.iter(epoch=0), preset, prefetch=3))
+    held += list(sj.device_put(loader.iter(epoch=1), preset, prefetch=3))  # reuses buffers
+    for batch, expected in zip(held, want, strict=False):
+        np.testing.assert_array_equal(np.asarray(batch["x"]), expected["x"])
+        np.testing.assert_array_equal(np.asarray(batch["y"]), expected["y"])

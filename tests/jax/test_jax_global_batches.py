@@ -87,7 +87,7 @@ def test_rows_are_counted_for_every_process(devices, monkeypatch):
     # Two processes with 4 devices each need a local batch_size that is a multiple of 4.
     monkeypatch.setattr(jax, "process_count", lambda: 2)
     preset = sj.data_parallel(devices)
-    with pytest.raises(sk.ConfigError, match=r"6 rows.*\(2 processes\).*multiple of 4"):
+    with pytest.raises(sk.ConfigError, match=r"6 rows.*8 devices of 2 processes.*multiple of 4"):
         sj.global_batch({"y": np.arange(6)}, preset)
     # Here every device is this process's: they hold all 16 global rows, not its 8.
     with pytest.raises(sk.ConfigError, match=r"hold 16 of the global batch's 16 rows.*yields 8"):

@@ -128,6 +128,17 @@ def global_batches(
         data_axis: the mesh axis, or tuple of axes, that split the batch's rows.
         prefetch: batches placed ahead of the one yielded.
 
+    Returns:
+        For a loader, a re-iterable wrapper (``len()``, ``state_dict()``,
+        ``load_state_dict()``) whose every ``iter()`` is an iterator; for an
+        iterator, that iterator. The iterators have ``state_dict()``, ``stats()``
+        and ``close()``.
+
+    Resources:
+        Up to ``prefetch`` placed batches beyond the one yielded stay in device
+        memory; the iterator's ``close()`` drops them and closes the loader's
+        iterator.
+
     Example:
         >>> import jax, stoker as sk
         >>> from stoker.jax import fsdp, global_batches

@@ -184,7 +184,8 @@ def fsdp(
         ConfigError: ``fsdp_size`` is not a positive divisor of the number of devices.
     """
     found = _ordered(devices)
-    size = len(found) // jax.process_count() if fsdp_size is None else fsdp_size
+    first = found[0].process_index
+    size = sum(d.process_index == first for d in found) if fsdp_size is None else fsdp_size
     if not isinstance(size, int) or isinstance(size, bool) or size < 1 or len(found) % size != 0:
         raise ConfigError(
             f"fsdp_size must be a positive divisor of the {len(found)} devices, got {fsdp_size!r}"

@@ -94,8 +94,15 @@ def device_put(
             when it is asked for).
 
     Returns:
-        A re-iterable wrapper for a loader, an iterator for an iterator; both have
-        ``state_dict()``, ``stats()`` and ``close()``.
+        For a loader, a re-iterable wrapper (``len()``, ``state_dict()``,
+        ``load_state_dict()``) whose every ``iter()`` is an iterator; for an
+        iterator, that iterator. The iterators have ``state_dict()``, ``stats()``
+        and ``close()``.
+
+    Resources:
+        Up to ``prefetch`` placed batches beyond the one yielded stay in device
+        memory; the iterator's ``close()`` drops them and closes the loader's
+        iterator.
 
     Example:
         >>> import jax, stoker as sk

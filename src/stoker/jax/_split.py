@@ -42,28 +42,30 @@ def _target(device: jax.Device, sharding: Sharding) -> Sharding:
     return SingleDeviceSharding(device, memory_kind=sharding.memory_kind)
 
 
-def rows_split(sharding: Sharding) -> int:
-    """How many parts a NamedSharding cuts dimension 0 into (1 for other shardings)."""
+def rows_split(sharding: Sharding) -> tuple[int, tuple[str, ...]]:
+    """How many parts a NamedSharding cuts dimension 0 into, and over which mesh axes
+    (1 and none for other shardings)."""
     if not isinstance(sharding, NamedSharding) or not len(sharding.spec):
-        return 1
+        return 1, ()
     first = sharding.spec[0]
     if first is None:
-        return 1
+        return 1, ()
     axes = (first,) if isinstance(first, str) else tuple(first)
-    return math.prod(sharding.mesh.shape[a] for a in axes)
+    return math.prod(sharding.mesh.shape[a] for a in axes), axes
 
 
 def check_rows(path: str, rows: int, sharding: Sharding, processes: int) -> None:
     """ConfigError unless ``rows`` per process split evenly over the batch's devices."""
-    parts = rows_split(sharding)
+    parts, axes = rows_split(sharding)
     if (rows * processes) % parts == 0:
         return
     need = parts // math.gcd(parts, processes)
-    spread = f" ({processes} processes)" if processes > 1 else ""
+    spread = f" of {processes} processes" if processes > 1 else ""
     raise ConfigError(
         f"{path} has {rows} rows, which do not split evenly over the {parts} devices"
-        f"{spread} that share the batch dimension ({sharding}): use a batch_size that is "
-        f"a multiple of {need}, and last_batch='drop' if the last batch of an epoch is short"
+        f"{spread} on the mesh axes {axes} that share the batch dimension: use a "
+        f"batch_size that is a multiple of {need}, and last_batch='drop' if the last "
+        "batch of an epoch is short"
     )
 
 
