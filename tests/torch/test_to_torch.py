@@ -6,6 +6,8 @@ host path and its bookkeeping are checked.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -204,3 +206,22 @@ def test_a_read_only_array_is_copied_once_without_a_warning(tmp_path: Any) -> No
 def test_reversed_and_byte_swapped_arrays_convert() -> None:
     assert as_tensors(np.arange(4)[::-1]).tolist() == [3, 2, 1, 0]
     assert as_tensors(np.arange(3, dtype=">i4")).tolist() == [0, 1, 2]
+
+
+@dataclasses.dataclass
+class _Batch:
+    image: Any
+    meta: Any
+    step: int = 0
+
+
+def test_namedtuples_and_dataclasses_convert_leaf_by_leaf() -> None:
+    Pair = collections.namedtuple("Pair", "left right")
+    batch = _Batch(image=np.ones((2, 2), np.uint8), meta=Pair(np.arange(2), "tag"), step=3)
+    out = as_tensors(batch)
+    assert isinstance(out, _Batch)
+    assert out.image.dtype == torch.uint8
+    assert isinstance(out.meta, Pair)
+    assert out.meta.left.tolist() == [0, 1]
+    assert out.meta.right == "tag"
+    assert out.step == 3
