@@ -110,3 +110,9 @@ def test_unused_arguments_are_accepted() -> None:
 
     loader = skt.DataLoader(Tuples(4), batch_size=2, pin_memory_device="cuda", timeout=0)
     assert len(list(loader)) == 2
+
+
+def test_a_torch_batch_sampler_given_as_sampler_is_refused_when_built() -> None:
+    batches = tud.BatchSampler(tud.SequentialSampler(range(8)), 3, drop_last=False)
+    with pytest.raises(sk.ConfigError, match="batch_sampler="):
+        sk.DataLoader(Tuples(8), batch_size=2, sampler=batches)
