@@ -392,3 +392,18 @@ def test_pin_memory_without_cuda_warns_and_does_not_pin() -> None:
     with pytest.warns(UserWarning, match="pin_memory=True, but no CUDA"):
         loader = skt.DataLoader(Tuples(), batch_size=4, pin_memory=True)
     assert not any(x.is_pinned() for x, _ in loader)
+
+
+def test_pytorchs_collate_functions_given_explicitly_are_the_defaults() -> None:
+    expected, got = both(
+        lambda: {"dataset": Records(6), "batch_size": 4, "collate_fn": tud.default_collate}
+    )
+    assert_same_batches(expected, got)
+    expected, got = both(
+        lambda: {"dataset": Records(3), "batch_size": None, "collate_fn": tud.default_convert}
+    )
+    assert_same_batches(expected, got)
+    expected, got = both(  # default_convert on a whole batch: a list of converted records
+        lambda: {"dataset": Tuples(4), "batch_size": 2, "collate_fn": tud.default_convert}
+    )
+    assert_same_batches(expected, got)

@@ -147,9 +147,12 @@ class DataLoader(Generic[T_co]):
         self.collate_fn = collate_fn or (
             torch_default_collate if batched else torch_default_convert
         )
+        # PyTorch's own collation is stoker's, into recycled buffers, shaped as PyTorch's.
         self._shape: Callable[[Any], Any] = _same
-        if collate_fn is None:
-            self._shape = torch_collated if batched else torch_converted
+        if self.collate_fn is torch_default_collate and batched:
+            self._shape = torch_collated
+        elif self.collate_fn is torch_default_convert and not batched:
+            self._shape = torch_converted
         self._pin = bool(pin_memory) and pinning_available()
         if pin_memory and not self._pin:
             warn_no_pinning(stacklevel=2)
@@ -170,9 +173,10 @@ class DataLoader(Generic[T_co]):
         dataset, workers = self.dataset, self.num_workers
         source = TorchStream(dataset) if isinstance(dataset, IterableDataset) else dataset
         kwargs: dict[str, Any] = {}
+        own = self._shape is not _same  # stoker collates; the batches are reshaped
         if self.batch_sampler is None:  # records one by one; collate_fn converts each
             kwargs["batch_size"] = None
-            if self.collate_fn is not torch_default_convert:
+            if not own:
                 source = as_dataset(source).map(self.collate_fn)
         elif self.batch_size is None:
             kwargs["batch_sampler"] = self.batch_sampler
@@ -180,15 +184,18 @@ class DataLoader(Generic[T_co]):
             kwargs["batch_size"] = self.batch_size
             if not isinstance(source, TorchStream | sk.IterDataset):
                 kwargs["sampler"] = self.sampler
-        if self.batch_sampler is not None and self.collate_fn is not torch_default_collate:
+        if self.batch_sampler is not None and not own:
             kwargs["collate_fn"] = self.collate_fn
+        prefetch = 0  # without workers, load in step with the caller, as PyTorch does
+        if workers:
+            prefetch = (self.prefetch_factor or 0) * workers or 2 * workers
         return sk.DataLoader(
             source,
             seed=seed,
             last_batch="drop" if self.drop_last else "keep",
             num_workers=workers,
             worker_mode="process" if workers else "inline",
-            prefetch=(self.prefetch_factor or 0) * workers or None if workers else 0,
+            prefetch=prefetch,
             ordered=self.in_order,
             worker_init_fn=TorchWorkerInit(dataset, self.worker_init_fn) if workers else None,
             worker_init_arg=self._seeds.get if workers else None,
