@@ -250,8 +250,7 @@ class DataLoader(Generic[B]):
         cfg, ds, n = self._config, self._dataset, self._hosts.count
         if cfg.batch_size is None:
             raise ConfigError(
-                "shard= needs batch_size: each host loads batch_size records of every "
-                "global batch"
+                "shard= needs batch_size: each host loads batch_size records of every global batch"
             )
         if not cfg.ordered:
             raise ConfigError(
