@@ -11,10 +11,10 @@ Each host then reads only its slice of every global batch (see ``_plan.py``).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from ._sampling.shard import Shard
+from ._torch_types import is_torch_data
 from .errors import ConfigError
 
 __all__ = ["ONE_HOST", "host_slice", "resolve_hosts"]
@@ -89,6 +89,4 @@ def host_slice(count: int, host: Shard) -> tuple[int, int]:
 
 def is_distributed_sampler(sampler: Any) -> bool:
     """True for PyTorch's ``DistributedSampler`` (without importing torch)."""
-    torch_data = sys.modules.get("torch.utils.data")
-    cls = getattr(torch_data, "DistributedSampler", None) if torch_data else None
-    return cls is not None and isinstance(sampler, cls)
+    return is_torch_data(sampler, "DistributedSampler")

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._torch_types import is_torch_data
 from ..errors import ConfigError, StateError
 from .base import IndexArray, Sampler, SamplerCursor, as_length, check_int, empty_indices
 from .batch import BatchSampler
@@ -142,14 +143,6 @@ class ForeignSampler(Sampler):
         return f"ForeignSampler({type(self._obj).__qualname__}, source_len={self._source_len})"
 
 
-def _is_torch_batch_sampler(obj: object) -> bool:
-    # Known by name, so that stoker need not import torch.
-    return any(
-        cls.__name__ == "BatchSampler" and cls.__module__.startswith("torch.utils.data")
-        for cls in type(obj).__mro__
-    )
-
-
 def as_sampler(obj: object, source_len: int) -> Sampler:
     """Return ``obj`` as a stoker sampler over ``[0, source_len)``.
 
@@ -173,7 +166,7 @@ def as_sampler(obj: object, source_len: int) -> Sampler:
                 f"{source_len}: build the sampler from the dataset, e.g. RandomSampler(dataset)"
             )
         return obj
-    if isinstance(obj, BatchSampler) or _is_torch_batch_sampler(obj):
+    if isinstance(obj, BatchSampler) or is_torch_data(obj, "BatchSampler"):
         raise ConfigError(
             "a BatchSampler yields batches, not indices: pass it as batch_sampler=, not sampler="
         )

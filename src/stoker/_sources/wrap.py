@@ -9,22 +9,10 @@ import numpy as np
 
 from .._context import Context, Skip
 from .._dataset import Dataset, DatasetNode, IterDataset
+from .._torch_types import is_torch_data
 from ..errors import ConfigError
 
-__all__ = ["IndexableDataset", "IterableAdapter", "as_dataset", "is_torch_iterable"]
-
-
-def is_torch_iterable(obj: object) -> bool:
-    """True for a ``torch.utils.data.IterableDataset`` (known without importing torch).
-
-    Example:
-        >>> is_torch_iterable([1, 2])
-        False
-    """
-    return any(
-        cls.__name__ == "IterableDataset" and cls.__module__.startswith("torch.utils.data")
-        for cls in type(obj).__mro__
-    )
+__all__ = ["IndexableDataset", "IterableAdapter", "as_dataset"]
 
 
 class IndexableDataset(DatasetNode[Any]):
@@ -82,7 +70,8 @@ def as_dataset(obj: Any) -> Dataset[Any] | IterDataset[Any]:
     """
     if isinstance(obj, Dataset | IterDataset):
         return obj
-    if is_torch_iterable(obj):  # a stream, even with __len__ (and torch's __getitem__ stub)
+    # A PyTorch IterableDataset is a stream, even with __len__ (and torch's __getitem__ stub).
+    if is_torch_data(obj, "IterableDataset"):
         if hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"):
             return IterableAdapter(obj)
         return _CountingAdapter(obj)
