@@ -6,8 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._hosts import is_distributed_sampler
 from ._sampling.shard import Shard
-from .errors import ConfigError
+from .errors import ConfigError, NotSupportedError
 
 __all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]
 
@@ -152,4 +153,54 @@ class LoaderConfig:
         ):
             raise ConfigError(
                 f"shard must be sk.Shard(index, count), 'jax', 'torch' or None, got {self.shard!r}"
+            )
+
+    def check_for_stream(self) -> None:
+        """The settings that a stream (an IterDataset) cannot serve."""
+        for name, value in (
+            ("shuffle=True", self.shuffle),
+            ("sampler", self.sampler),
+            ("batch_sampler", self.batch_sampler),
+        ):
+            if value:
+                raise ConfigError(
+                    f"{name} needs a map-style dataset (with __len__ and __getitem__); "
+                    "a stream is read in its own order: shuffle it at its source"
+                )
+        if self.last_batch == "rollover":
+            raise NotSupportedError(
+                "last_batch='rollover' needs a map-style dataset; use 'keep' or 'drop' for streams"
+            )
+        if self.on_error == "skip":
+            raise NotSupportedError(
+                "on_error='skip' needs a map-style dataset: a stream that raised cannot go on"
+            )
+        if self.restart_workers:
+            raise NotSupportedError(
+                "restart_workers=True needs a map-style dataset: a stream part's position "
+                "lives in the worker that reads it, and dies with it"
+            )
+
+    def check_for_hosts(self, n: int, *, may_skip: bool) -> None:
+        """The settings that loading one of ``n`` hosts' slices cannot serve."""
+        if self.batch_size is None:
+            raise ConfigError(
+                "shard= needs batch_size: each host loads batch_size records of every global batch"
+            )
+        if not self.ordered:
+            raise ConfigError(
+                "ordered=False conflicts with shard=: at every step all hosts must hold "
+                "slices of the same global batch, so batches must come in order"
+            )
+        if may_skip or self.on_error == "skip":
+            raise NotSupportedError(
+                "shard= does not work with a filter or on_error='skip': each host would need "
+                f"to read the other {n - 1} hosts' records to know where its own slice "
+                "starts; filter the data before sharding it, or shard the dataset itself "
+                "with ds.shard(index, count)"
+            )
+        if is_distributed_sampler(self.sampler):
+            raise ConfigError(
+                "sampler=DistributedSampler(...) conflicts with shard=: both split the data "
+                "across hosts; pass a sampler over the whole dataset (or none) with shard="
             )

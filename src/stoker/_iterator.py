@@ -20,9 +20,10 @@ from ._batching.builder import BatchBuilder
 from ._dataset import IterDataset
 from ._exec.jobs import Tally
 from ._parts import StreamParts
-from ._plan import ChunkReader, StreamPlan
+from ._plan import ChunkReader
 from ._prefetch import DEFAULT_DEPTH, JobWindow, Prefetcher
 from ._stats import LoaderStats, bottleneck_verdict
+from ._stream_plan import StreamPlan
 from .errors import IteratorFailed, LoaderTimeout
 
 if TYPE_CHECKING:

@@ -11,14 +11,15 @@ from typing import Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
+from ._batch_sampler_plan import BatchSamplerPlan
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
 from ._dataset import Dataset, IterDataset
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
-from ._hosts import is_distributed_sampler, resolve_hosts
+from ._hosts import resolve_hosts
 from ._iterator import LoaderIterator, StateBox
-from ._plan import BatchSamplerPlan, MapPlan, StreamPlan
+from ._plan import MapPlan
 from ._prefetch import DEFAULT_DEPTH
 from ._sampling.base import Sampler
 from ._sampling.foreign import as_sampler
@@ -26,8 +27,9 @@ from ._sampling.random import RandomSampler
 from ._sampling.sequential import SequentialSampler
 from ._sampling.shard import Shard
 from ._sources.wrap import as_dataset
-from ._state import FORMAT, check_state
-from .errors import ConfigError, NotSupportedError
+from ._state import check_state, loader_header
+from ._stream_plan import StreamPlan
+from .errors import ConfigError
 
 __all__ = ["DataLoader"]
 
@@ -156,11 +158,12 @@ class DataLoader(Generic[B]):
         self._hosts = resolve_hosts(shard)
         self._sampler: Sampler | None = None
         if isinstance(self._dataset, IterDataset):
-            self._check_stream()
+            self._config.check_for_stream()
         else:
             self._check_map()
         if self._hosts.count > 1:
-            self._check_hosts()
+            may_skip = isinstance(self._dataset, Dataset) and self._dataset._may_skip
+            self._config.check_for_hosts(self._hosts.count, may_skip=may_skip)
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
         self._box = StateBox(None)
@@ -220,56 +223,6 @@ class DataLoader(Generic[B]):
                 f"got {type(cfg.batch_sampler).__name__}"
             )
 
-    def _check_stream(self) -> None:
-        cfg = self._config
-        for name, value in (
-            ("shuffle=True", cfg.shuffle),
-            ("sampler", cfg.sampler),
-            ("batch_sampler", cfg.batch_sampler),
-        ):
-            if value:
-                raise ConfigError(
-                    f"{name} needs a map-style dataset (with __len__ and __getitem__); "
-                    "a stream is read in its own order: shuffle it at its source"
-                )
-        if cfg.last_batch == "rollover":
-            raise NotSupportedError(
-                "last_batch='rollover' needs a map-style dataset; use 'keep' or 'drop' for streams"
-            )
-        if cfg.on_error == "skip":
-            raise NotSupportedError(
-                "on_error='skip' needs a map-style dataset: a stream that raised cannot go on"
-            )
-        if cfg.restart_workers:
-            raise NotSupportedError(
-                "restart_workers=True needs a map-style dataset: a stream part's position "
-                "lives in the worker that reads it, and dies with it"
-            )
-
-    def _check_hosts(self) -> None:
-        cfg, ds, n = self._config, self._dataset, self._hosts.count
-        if cfg.batch_size is None:
-            raise ConfigError(
-                "shard= needs batch_size: each host loads batch_size records of every global batch"
-            )
-        if not cfg.ordered:
-            raise ConfigError(
-                "ordered=False conflicts with shard=: at every step all hosts must hold "
-                "slices of the same global batch, so batches must come in order"
-            )
-        if isinstance(ds, Dataset) and (ds._may_skip or cfg.on_error == "skip"):
-            raise NotSupportedError(
-                "shard= does not work with a filter or on_error='skip': each host would need "
-                f"to read the other {n - 1} hosts' records to know where its own slice "
-                "starts; filter the data before sharding it, or shard the dataset itself "
-                "with ds.shard(index, count)"
-            )
-        if is_distributed_sampler(cfg.sampler):
-            raise ConfigError(
-                "sampler=DistributedSampler(...) conflicts with shard=: both split the data "
-                "across hosts; pass a sampler over the whole dataset (or none) with shard="
-            )
-
     # -- description --------------------------------------------------------------
 
     @property
@@ -297,34 +250,9 @@ class DataLoader(Generic[B]):
         return None if size is None else size * self._hosts.count
 
     def _header(self) -> dict[str, Any]:
-        cfg, ds, hosts = self._config, self._dataset, self._hosts
-        if isinstance(ds, IterDataset):
-            header = {
-                "format": FORMAT,
-                "kind": "stream",
-                "seed": cfg.seed,
-                "batch_size": cfg.batch_size,
-                "last_batch": cfg.last_batch,
-            }
-            if hosts.count > 1:  # each host's stream position is its own
-                header["host"] = [hosts.index, hosts.count]
-            return header
-        if cfg.batch_sampler is not None:
-            return {
-                "format": FORMAT,
-                "kind": "batch_sampler",
-                "seed": cfg.seed,
-                "dataset_len": len(ds),
-            }
-        return {
-            "format": FORMAT,
-            "kind": "map",
-            "seed": cfg.seed,
-            "dataset_len": len(ds),
-            "batch_size": self.global_batch_size,
-            "last_batch": cfg.last_batch,
-            "shuffle": cfg.shuffle,
-        }
+        ds = self._dataset
+        length = None if isinstance(ds, IterDataset) else len(ds)
+        return loader_header(self._config, length, self._hosts)
 
     def __len__(self) -> int:
         """Batches in an epoch (map-style datasets without a filter).

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ._sampling.shard import Shard
 from .errors import StateError
 
-__all__ = ["FORMAT", "check_fields", "check_state", "state_int"]
+if TYPE_CHECKING:
+    from ._config import LoaderConfig
+
+__all__ = ["FORMAT", "check_fields", "check_state", "loader_header", "state_int"]
 
 FORMAT = "stoker.loader/1"
 
@@ -130,3 +134,39 @@ def check_state(state: object, header: Mapping[str, Any]) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise StateError(f"a loader state holds only JSON types: {exc}") from exc
     return clean
+
+
+def loader_header(cfg: LoaderConfig, dataset_len: int | None, hosts: Shard) -> dict[str, Any]:
+    """The settings a loader's state repeats (``dataset_len`` None: a stream).
+
+    A map-style state holds the global batch size (``batch_size`` times the host
+    count), so it resumes on any host count with the same global batch; a stream's
+    position belongs to its host, so a sharded stream state names the host.
+    """
+    if dataset_len is None:
+        header: dict[str, Any] = {
+            "format": FORMAT,
+            "kind": "stream",
+            "seed": cfg.seed,
+            "batch_size": cfg.batch_size,
+            "last_batch": cfg.last_batch,
+        }
+        if hosts.count > 1:
+            header["host"] = [hosts.index, hosts.count]
+        return header
+    if cfg.batch_sampler is not None:
+        return {
+            "format": FORMAT,
+            "kind": "batch_sampler",
+            "seed": cfg.seed,
+            "dataset_len": dataset_len,
+        }
+    return {
+        "format": FORMAT,
+        "kind": "map",
+        "seed": cfg.seed,
+        "dataset_len": dataset_len,
+        "batch_size": None if cfg.batch_size is None else cfg.batch_size * hosts.count,
+        "last_batch": cfg.last_batch,
+        "shuffle": cfg.shuffle,
+    }

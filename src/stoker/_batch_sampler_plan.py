@@ -1,0 +1,108 @@
+"""``BatchSamplerPlan``: batches exactly as a user's batch sampler yields them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ._batching.builder import BatchBuilder
+from ._context import SKIP, Context
+from ._exec.jobs import Job
+from ._hosts import ONE_HOST, host_slice
+from ._plan import Item, _Plan
+from ._sampling.shard import Shard
+from .errors import StateError
+
+__all__ = ["BatchSamplerPlan"]
+
+
+class BatchSamplerPlan(_Plan):
+    """Batches exactly as a user's batch sampler yields them (resumes by fast-forward)."""
+
+    def __init__(
+        self,
+        *,
+        builder: BatchBuilder,
+        batch_sampler: Any,
+        dataset_len: int,
+        seed: int,
+        header: dict[str, Any],
+        epoch: int,
+        state: dict[str, Any] | None,
+        hosts: Shard = ONE_HOST,
+    ) -> None:
+        super().__init__(header, epoch, state)
+        self._builder = builder
+        self._seed = seed
+        self._len = dataset_len
+        self._hosts = hosts
+        if hasattr(batch_sampler, "set_epoch"):
+            batch_sampler.set_epoch(self._epoch)
+        self._it: Iterator[Any] = iter(batch_sampler)
+        for _ in range(self._batches):
+            if next(self._it, None) is None:
+                raise StateError(
+                    f"state is at batch {self._batches} of epoch {self._epoch}, but the batch "
+                    "sampler yields fewer batches: it is not the sampler the state was saved with"
+                )
+
+    def state(self) -> dict[str, Any]:
+        return self._state()
+
+    def final_state(self) -> dict[str, Any]:
+        return self._next_epoch_state()
+
+    def _next_indices(self) -> tuple[np.ndarray, str] | None:
+        """The indices of the next batch and where it is; None at the end.
+
+        With several hosts, a batch is a global batch and this host takes its even
+        slice; a batch too small to give every host a record is passed over.
+        """
+        while not self._done:
+            indices = next(self._it, None)
+            if indices is None:
+                self._done = True
+                return None
+            idx = np.asarray(list(indices), dtype=np.int64)
+            where = self._where()
+            if idx.size and (idx.min() < 0 or idx.max() >= self._len):
+                bad = int(idx.min() if idx.min() < 0 else idx.max())
+                raise IndexError(
+                    f"the batch sampler yielded index {bad} for {where}, "
+                    f"outside a dataset of length {self._len}"
+                )
+            self._batches += 1
+            if self._hosts.count > 1:
+                lo, hi = host_slice(len(idx), self._hosts)
+                if hi == lo:
+                    continue
+                idx = idx[lo:hi]
+            return idx, where
+        return None
+
+    def next_item(self) -> Item | None:
+        while (got := self._next_indices()) is not None:
+            idx, where = got
+            if self._batches - 1 in self._skip:
+                continue
+            records = [
+                r
+                for r in self._builder.records(Context(self._seed, self._epoch), idx, where)
+                if r is not SKIP
+            ]
+            if records:
+                return self._builder.collate(records), self.state(), len(records)
+        return None
+
+    plans_jobs = True
+
+    def next_job(self, token: int) -> Job | None:
+        """The next batch as a job for a worker; None at the end of the epoch."""
+        got = self._next_indices()
+        if got is None:
+            return None
+        idx, where = got
+        ctx = Context(self._seed, self._epoch)
+        return Job(self._batches - 1, "build", ((ctx, idx),), where, self.state(), len(idx), token)

@@ -1,0 +1,70 @@
+"""``StreamPlan``: batches of consecutive records of a stream, read in this process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._batching.builder import BatchBuilder, add_location
+from ._context import Context
+from ._dataset import IterDataset, StreamCursor
+from ._hosts import ONE_HOST
+from ._plan import Item, _Plan
+from ._sampling.shard import Shard
+
+__all__ = ["StreamPlan"]
+
+
+class StreamPlan(_Plan):
+    """Batches of consecutive records of a stream."""
+
+    def __init__(
+        self,
+        *,
+        dataset: IterDataset[Any],
+        builder: BatchBuilder | None,
+        batch_size: int | None,
+        last_batch: str,
+        seed: int,
+        header: dict[str, Any],
+        epoch: int,
+        state: dict[str, Any] | None,
+        hosts: Shard = ONE_HOST,
+    ) -> None:
+        super().__init__(header, epoch, state)
+        self._builder = builder
+        self._batch_size = batch_size
+        self._last_batch = last_batch
+        self._stream_state: dict[str, Any] | None = None if state is None else state["stream"]
+        self._cursor: StreamCursor[Any] = dataset._open(
+            Context(seed, self._epoch, shard=hosts), self._stream_state
+        )
+
+    def state(self) -> dict[str, Any]:
+        return self._state(stream=self._stream_state)
+
+    def final_state(self) -> dict[str, Any]:
+        return self._next_epoch_state(stream=None)
+
+    def next_item(self) -> Item | None:
+        if self._done:
+            return None
+        size = self._batch_size or 1
+        records: list[Any] = []
+        try:
+            for _ in range(size):
+                records.append(next(self._cursor))
+        except StopIteration:
+            pass
+        except Exception as exc:
+            add_location(exc, None, f"record {len(records)} of {self._where()} (a stream)")
+            raise
+        if not records or (len(records) < size and self._last_batch == "drop"):
+            self._done = True
+            return None
+        self._stream_state = self._cursor.state_dict()
+        self._batches += 1
+        if self._batch_size is None:
+            return records[0], self.state(), 1
+        if self._builder is None:
+            raise RuntimeError("a batched stream plan needs a builder")
+        return self._builder.collate(records), self.state(), len(records)
