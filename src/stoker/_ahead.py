@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from .errors import ConfigError
 
-__all__ = ["PlacedIterator", "PlacedLoader", "check_depth"]
+__all__ = ["PlacedIterator", "PlacedLoader", "check_depth", "placed"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -195,3 +195,23 @@ class PlacedLoader(Generic[T, U]):
             raise TypeError(f"{type(self._source).__name__} has no load_state_dict()")
         self._last = None
         load(state)
+
+
+def placed(
+    iterable: Iterable[T],
+    place: Callable[[T], U],
+    depth: int,
+    finish: Callable[[U], U] | None = None,
+) -> PlacedIterator[T, U] | PlacedLoader[T, U]:
+    """What an adapter returns: one pass for an iterator, a re-iterable for a loader.
+
+    Example:
+        >>> import stoker as sk
+        >>> type(placed(sk.range(0, 4), int, 2)).__name__
+        'PlacedLoader'
+        >>> type(placed(iter(sk.range(0, 4)), int, 2)).__name__
+        'PlacedIterator'
+    """
+    if isinstance(iterable, Iterator):
+        return PlacedIterator(iterable, place, depth, finish)
+    return PlacedLoader(iterable, place, depth, finish)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._batching.tree import is_namedtuple
+from ._batching.tree import is_dataclass_instance, is_namedtuple
 from ._loader import DataLoader
 
 __all__ = ["assert_batches_equal", "assert_resumes_exactly", "assert_same_batches", "run_epochs"]
@@ -62,7 +62,7 @@ def assert_batches_equal(a: Any, b: Any, where: str = "batch") -> None:
             assert_batches_equal(x, y, f"{where}[{i}]")
         if is_namedtuple(a) and getattr(a, "_fields", ()) != getattr(b, "_fields", ()):
             raise AssertionError(f"{where}: fields differ")
-    elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+    elif is_dataclass_instance(a):
         for f in dataclasses.fields(a):
             assert_batches_equal(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
     elif a != b:

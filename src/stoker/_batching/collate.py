@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollateError
-from .tree import is_namedtuple
+from .tree import is_dataclass_instance, is_namedtuple
 
 __all__ = ["default_collate", "pad_collate"]
 
@@ -88,7 +88,7 @@ def _collate(records: Sequence[Any], out: Any, where: str) -> Any:
         if is_namedtuple(first):
             return type(first)(*columns)
         return tuple(columns) if isinstance(first, tuple) else columns
-    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+    if is_dataclass_instance(first):
         names = [f.name for f in dataclasses.fields(first) if f.init]
         fields = {
             n: _collate([getattr(r, n) for r in records], _child(out, n), f"{where}.{n}")

@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
-__all__ = ["TreeDef", "flatten", "is_namedtuple"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = ["TreeDef", "flatten", "is_dataclass_instance", "is_namedtuple"]
 
 
 def is_namedtuple(obj: object) -> bool:
     """True for instances of ``collections.namedtuple`` / ``typing.NamedTuple`` classes."""
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
+
+
+def is_dataclass_instance(obj: object) -> TypeGuard[DataclassInstance]:
+    """True for an instance of a dataclass (not the class itself)."""
+    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,7 +81,7 @@ def _flatten(tree: Any, leaves: list[np.ndarray]) -> TreeDef:
         return TreeDef("tuple", children=tuple(_flatten(v, leaves) for v in tree))
     if isinstance(tree, list) and tree and not _is_leaf_list(tree):
         return TreeDef("list", children=tuple(_flatten(v, leaves) for v in tree))
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+    if is_dataclass_instance(tree):
         names = tuple(f.name for f in dataclasses.fields(tree) if f.init)
         return TreeDef(
             "dataclass",

@@ -8,7 +8,7 @@ from typing import Any, TypeVar, overload
 import jax
 from jax.sharding import Mesh
 
-from .._ahead import PlacedIterator, PlacedLoader, check_depth
+from .._ahead import PlacedIterator, PlacedLoader, check_depth, placed
 from .._sampling.shard import Shard
 from ..errors import ConfigError
 from ._presets import AxisNames, MeshPreset
@@ -161,6 +161,4 @@ def global_batches(
     def place(batch: B) -> Any:
         return global_batch(batch, preset)
 
-    if isinstance(iterable, Iterator):
-        return PlacedIterator(iterable, place, depth)
-    return PlacedLoader(iterable, place, depth)
+    return placed(iterable, place, depth)

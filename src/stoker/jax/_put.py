@@ -8,7 +8,7 @@ from typing import Any, TypeAlias, TypeVar, overload
 import jax
 from jax.sharding import Sharding
 
-from .._ahead import PlacedIterator, PlacedLoader, check_depth
+from .._ahead import PlacedIterator, PlacedLoader, check_depth, placed
 from ._presets import MeshPreset
 from ._split import device_shards, place_all
 from ._tree import check_shardings, split
@@ -129,6 +129,4 @@ def device_put(
     def place(batch: B) -> Any:
         return device_put_batch(batch, sharding)
 
-    if isinstance(iterable, Iterator):
-        return PlacedIterator(iterable, place, depth)
-    return PlacedLoader(iterable, place, depth)
+    return placed(iterable, place, depth)

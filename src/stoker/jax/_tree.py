@@ -18,6 +18,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding, SingleDeviceSharding
 
+from .._batching.tree import is_dataclass_instance, is_namedtuple
 from ..errors import ConfigError
 from ._presets import MeshPreset, partition
 
@@ -34,14 +35,6 @@ class ArrayLeaf(NamedTuple):
     path: str
     array: np.ndarray
     sharding: Sharding
-
-
-def _is_namedtuple(obj: object) -> bool:
-    return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
-
-
-def _is_dataclass(obj: object) -> bool:
-    return dataclasses.is_dataclass(obj) and not isinstance(obj, type)
 
 
 def _as_sharding(spec: object) -> Sharding | None:
@@ -64,7 +57,7 @@ def check_shardings(spec: object, where: str = "sharding") -> None:
     elif isinstance(spec, tuple | list):
         for i, child in enumerate(spec):
             check_shardings(child, f"{where}[{i}]")
-    elif dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+    elif is_dataclass_instance(spec):
         for field in dataclasses.fields(spec):
             check_shardings(getattr(spec, field.name), f"{where}.{field.name}")
     else:
@@ -134,20 +127,20 @@ def _walk(node: Any, spec: object, where: str, leaves: list[ArrayLeaf]) -> Rebui
         return lambda it: {k: sub(it) for k, sub in zip(keys, subs, strict=True)}
     if isinstance(node, tuple | list):
         subs = [_walk(v, _child_spec(spec, i), f"{where}[{i}]", leaves) for i, v in enumerate(node)]
-        if _is_namedtuple(node):
+        if is_namedtuple(node):
             cls = type(node)
             return lambda it: cls(*[sub(it) for sub in subs])
         if isinstance(node, tuple):
             return lambda it: tuple(sub(it) for sub in subs)
         return lambda it: [sub(it) for sub in subs]
-    if _is_dataclass(node):
-        cls = type(node)
+    if is_dataclass_instance(node):
+        make: Any = type(node)
         names = [f.name for f in dataclasses.fields(node) if f.init]
         subs = [
             _walk(getattr(node, n), _child_spec(spec, n, field=True), f"{where}.{n}", leaves)
             for n in names
         ]
-        return lambda it: cls(**{n: sub(it) for n, sub in zip(names, subs, strict=True)})
+        return lambda it: make(**{n: sub(it) for n, sub in zip(names, subs, strict=True)})
     return lambda it: node  # not an array: passed through unchanged
 
 

@@ -17,7 +17,7 @@ from typing import Any, overload
 
 import torch
 
-from .._ahead import PlacedIterator, PlacedLoader, check_depth
+from .._ahead import PlacedIterator, PlacedLoader, check_depth, placed
 from ..errors import ConfigError
 from ._tensors import as_tensors, map_leaves, pinned, tensors_in
 
@@ -170,6 +170,4 @@ def to_torch(
     """
     depth = check_depth(prefetch)
     placer = Placer(device, pin_memory, stacklevel=3)
-    if isinstance(iterable, Iterator):
-        return PlacedIterator(iterable, placer.place, depth, placer.finish)
-    return PlacedLoader(iterable, placer.place, depth, placer.finish)
+    return placed(iterable, placer.place, depth, placer.finish)

@@ -13,14 +13,13 @@ form a PyTorch user expects, without copying an array:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from .._batching.tree import is_namedtuple
+from .._batching.tree import is_dataclass_instance, is_namedtuple
 from ._tensors import map_leaves, tensor_of
 
 __all__ = ["torch_collated", "torch_converted"]
@@ -33,7 +32,7 @@ def _is_column(value: list[Any]) -> bool:
     first = value[0]
     if isinstance(first, np.ndarray | torch.Tensor | Mapping | tuple | list):
         return False
-    return not (dataclasses.is_dataclass(first) and not isinstance(first, type))
+    return not (is_dataclass_instance(first))
 
 
 def torch_collated(batch: Any, in_sequence: bool = False) -> Any:
@@ -56,7 +55,7 @@ def torch_collated(batch: Any, in_sequence: bool = False) -> Any:
         if _is_column(batch):
             return tuple(batch) if in_sequence else batch
         return [torch_collated(v, True) for v in batch]
-    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+    if is_dataclass_instance(batch):
         return map_leaves(batch, lambda leaf: torch_collated(leaf))
     return batch
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._batching.tree import is_namedtuple
+from .._batching.tree import is_dataclass_instance, is_namedtuple
 
 __all__ = ["as_tensors", "map_leaves", "pinned", "tensor_of", "tensors_in"]
 
@@ -63,7 +63,7 @@ def map_leaves(tree: Any, fn: Callable[[Any], Any]) -> Any:
         return tuple(map_leaves(v, fn) for v in tree)
     if isinstance(tree, list):
         return [map_leaves(v, fn) for v in tree]
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+    if is_dataclass_instance(tree):
         fields = {
             f.name: map_leaves(getattr(tree, f.name), fn)
             for f in dataclasses.fields(tree)
