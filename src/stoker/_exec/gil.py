@@ -5,7 +5,9 @@ copies, file and socket reads, image decoders, ``time.sleep``. ``auto`` picks th
 workers when every stage of the pipeline is known to do so, and processes otherwise:
 
 * stoker's own sources and index stages are known (``range``, ``from_arrays``,
-  ``from_sequence``, ``shuffle``, ``shard``, ``concat``, ``zip``, ``mix``);
+  ``from_sequence``, ``shuffle``, ``shard``, ``concat``, ``zip``, ``mix``), and so is
+  every source that says so with a true ``_releases_gil`` (the table sources, whose
+  reads run in Arrow, SQLite or NumPy with the GIL released);
 * a ``map``/``filter`` function or a ``from_iterable`` factory is known when it is
   marked with :func:`releases_gil`; a custom ``collate_fn`` likewise;
 * anything else (a user's own ``Dataset`` subclass, a PyTorch dataset) is not.
@@ -78,7 +80,12 @@ def releases_gil(fn: F) -> F:
 
 
 def is_marked(fn: object) -> bool:
-    """True when ``fn`` was marked with :func:`releases_gil`."""
+    """True when ``fn`` (or the function a ``functools.partial`` wraps) was marked
+    with :func:`releases_gil`."""
+    while isinstance(fn, functools.partial):
+        if getattr(fn, _MARK, False):
+            return True
+        fn = fn.func
     return bool(getattr(fn, _MARK, False))
 
 
@@ -98,7 +105,7 @@ def pipeline_releases_gil(node: object, collate_fn: object = None) -> bool:
     if name in _FUNCTION_STAGES:
         if not is_marked(getattr(node, _FUNCTION_STAGES[name], None)):
             return False
-    elif name not in _INDEX_STAGES:
+    elif name not in _INDEX_STAGES and not getattr(node, "_releases_gil", False):
         return False
     parents: list[object] = []
     if hasattr(node, "_parent"):

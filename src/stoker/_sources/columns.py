@@ -1,0 +1,117 @@
+"""Columns of a batch, as every table source hands them over.
+
+A table source reads the rows of a batch in one call and returns them column by
+column (``Columns``: name -> one of three column kinds), in the order asked for:
+
+* a NumPy array of shape ``(rows, ...)``: numbers, booleans, dates; fixed-size lists
+  are 2-D (or more);
+* :class:`Ragged`: variable-length lists of numbers, one flat ``values`` array and
+  ``offsets`` (``rows + 1`` of them), so a batch of token lists needs no Python
+  object per row;
+* a Python list: strings (``str``), binary (``bytes``), or other Python values.
+
+From there, :func:`column_records` makes the records (dicts column -> value: numbers
+as NumPy scalars, strings as ``str``, binary as ``bytes``, list columns as 1-D arrays)
+and :func:`column_batch` the collated batch (dict column -> array, written into the
+planned buffers), exactly what ``default_collate`` of those records would give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Columns", "Ragged", "column_batch", "column_records"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ragged:
+    """Variable-length rows: row ``i`` is ``values[offsets[i]:offsets[i + 1]]``.
+
+    Example:
+        >>> import numpy as np
+        >>> col = Ragged(np.array([1, 2, 3]), np.array([0, 2, 2, 3]))
+        >>> [r.tolist() for r in col.rows()], col.lengths().tolist()
+        ([[1, 2], [], [3]], [2, 0, 1])
+    """
+
+    values: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        """The length of every row (int64)."""
+        return np.diff(self.offsets).astype(np.int64, copy=False)
+
+    def rows(self) -> list[np.ndarray]:
+        """Every row as a 1-D array (views of ``values``)."""
+        return np.split(self.values, self.offsets[1:-1] - self.offsets[0])
+
+
+Column = np.ndarray | Ragged | list[Any]
+Columns = dict[str, Column]
+
+
+def _values(column: Column) -> list[Any]:
+    if isinstance(column, Ragged):
+        return column.rows()
+    if isinstance(column, np.ndarray):
+        return list(column)  # NumPy scalars (or row arrays for 2-D columns)
+    return column
+
+
+def column_records(columns: Columns) -> list[dict[str, Any]]:
+    """The records (one dict per row) of a batch's columns.
+
+    Example:
+        >>> import numpy as np
+        >>> recs = column_records({"id": np.array([7, 8]), "text": ["a", "b"]})
+        >>> [(int(r["id"]), r["text"]) for r in recs]
+        [(7, 'a'), (8, 'b')]
+    """
+    names = list(columns)
+    values = [_values(columns[n]) for n in names]
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+
+def column_batch(columns: Columns, out: Any = None) -> Any:
+    """The collated batch of a batch's columns, or ``NotImplemented`` when a list column
+    has rows of different lengths (only the record path can report that, or pad it).
+
+    Array columns are copied into ``out`` (the planned buffers) when it fits, else into
+    fresh arrays that own their memory (so the buffer pool can recycle them).
+
+    Example:
+        >>> import numpy as np
+        >>> batch = column_batch({"x": np.array([1.0, 2.0]), "t": Ragged(np.arange(4), np.array([0, 2, 4]))})
+        >>> batch["x"].tolist(), batch["t"].tolist()
+        ([1.0, 2.0], [[0, 1], [2, 3]])
+    """
+    batch: dict[str, Any] = {}
+    for name, column in columns.items():
+        if isinstance(column, list):
+            batch[name] = column
+            continue
+        if isinstance(column, Ragged):
+            lengths = column.lengths()
+            if len(lengths) and (lengths != lengths[0]).any():
+                return NotImplemented
+            start = int(column.offsets[0]) if len(column.offsets) else 0
+            width = int(lengths[0]) if len(lengths) else 0
+            stop = start + width * len(lengths)
+            column = column.values[start:stop].reshape(len(lengths), width)
+        target = out.get(name) if isinstance(out, dict) else None
+        if (
+            isinstance(target, np.ndarray)
+            and target.shape == column.shape
+            and target.dtype == column.dtype
+        ):
+            np.copyto(target, column)
+            batch[name] = target
+        else:
+            batch[name] = np.array(column, copy=True, order="C")
+    return batch

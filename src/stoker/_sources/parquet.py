@@ -1,0 +1,271 @@
+"""``from_parquet``: rows of Parquet files, read a row group at a time."""
+
+from __future__ import annotations
+
+import glob
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._sampling.chunked import ChunkedShuffleSampler
+from ..errors import ConfigError
+from .columns import Columns
+from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
+from .extras import require
+from .table import TableDataset, sorted_runs
+
+__all__ = ["ParquetDataset", "from_parquet", "parquet_paths"]
+
+PathLike = str | os.PathLike[str]
+
+
+def _is_glob(path: str) -> bool:
+    return any(c in path for c in "*?[")
+
+
+def _data_file(path: Path) -> bool:
+    # Spark and pyarrow write markers (_SUCCESS, _metadata, .crc) beside the data.
+    return (
+        path.is_file() and not path.name.startswith(("_", ".")) and not path.name.endswith(".crc")
+    )
+
+
+def parquet_paths(paths: PathLike | Sequence[PathLike]) -> list[str]:
+    """The Parquet files that ``paths`` names, in sorted order.
+
+    ``paths`` is a path, a glob, or a list of them; a directory stands for every data
+    file below it (recursively, leaving out ``_``- and ``.``-prefixed marker files).
+
+    Errors:
+        ConfigError: no paths, a path that does not exist, a glob or directory that
+            matches no file.
+    """
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    if not items:
+        raise ConfigError("from_parquet() needs at least one path, glob or directory")
+    found: list[str] = []
+    for item in items:
+        text = os.fspath(item)
+        if _is_glob(text):
+            matches = sorted(glob.glob(text, recursive=True))
+            files = [m for m in matches if _data_file(Path(m))]
+            dirs = [m for m in matches if Path(m).is_dir()]
+            for d in dirs:
+                files.extend(str(p) for p in sorted(Path(d).rglob("*")) if _data_file(p))
+            if not files:
+                raise ConfigError(f"the pattern {text!r} matches no file (check the path)")
+            found.extend(sorted(files))
+        elif Path(text).is_dir():
+            files = [str(p) for p in sorted(Path(text).rglob("*")) if _data_file(p)]
+            if not files:
+                raise ConfigError(f"the directory {text!r} holds no data file")
+            found.extend(files)
+        elif Path(text).is_file():
+            found.append(text)
+        else:
+            raise ConfigError(f"no such file or directory: {text!r}")
+    return found
+
+
+class ParquetDataset(TableDataset):
+    """Rows of one or more Parquet files; built by :func:`from_parquet`.
+
+    ``len`` is the total row count from the files' metadata (no data is decoded to
+    build it). A batch is read with one decode per row group it touches, of only the
+    columns asked for; decoded row groups are kept in a cache of ``cache_bytes`` per
+    worker, so a shuffled epoch decodes each row group about once while the row
+    groups it visits fit. When the files are larger than that, shuffle with
+    :meth:`shuffle_sampler` (contiguous row groups in random order, mixed within a
+    window), which visits only a few row groups at a time.
+
+    Example:
+        >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.parquet")
+        >>> pq.write_table(pa.table({"x": [1, 2, 3], "s": ["a", "b", "c"]}), path)
+        >>> ds = from_parquet(path)
+        >>> len(ds), int(ds[2]["x"]), ds[2]["s"]
+        (3, 3, 'c')
+
+    Resources:
+        Each thread that reads opens its own handle on each file it reads; handles and
+        the cache of decoded row groups are left out of a pickle and opened again in
+        each worker.
+
+    Errors:
+        See :func:`from_parquet`.
+    """
+
+    _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache")
+
+    def __init__(
+        self, paths: list[str], columns: list[str], rows: list[list[int]], cache_bytes: int
+    ) -> None:
+        self._paths = paths
+        self._columns = columns
+        sizes = [n for file_rows in rows for n in file_rows]
+        self._groups = [(f, g) for f, file_rows in enumerate(rows) for g in range(len(file_rows))]
+        self._starts = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self._starts[1:])
+        self._len = int(self._starts[-1])
+        self._group_rows = max(sizes) if sizes else 1
+        self._cache_bytes = cache_bytes
+        self._local: threading.local | None = None
+        self._cache: DecodeCache | None = None
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    @property
+    def paths(self) -> list[str]:
+        """The files read, in order."""
+        return list(self._paths)
+
+    @property
+    def row_group_sizes(self) -> list[int]:
+        """Rows in every row group, in dataset order."""
+        return np.diff(self._starts).tolist()
+
+    def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
+        """A shuffle aligned to row groups, for files larger than the decode cache.
+
+        Chunks are the size of the largest row group; each epoch visits them in a
+        random order and shuffles the rows within every ``window`` positions (default:
+        4 row groups), so the loader decodes a few row groups at a time instead of
+        one per row. Pass it as ``sampler=`` (without ``shuffle=True``).
+
+        Example:
+            >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+            >>> path = os.path.join(tempfile.mkdtemp(), "t.parquet")
+            >>> pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=4)
+            >>> ds = from_parquet(path)
+            >>> sampler = ds.shuffle_sampler(seed=0)
+            >>> sampler.chunk_size, sorted(sampler.cursor(0).take(10).tolist()) == list(range(10))
+            (4, True)
+        """
+        size = self._group_rows
+        return ChunkedShuffleSampler(
+            self._len, chunk_size=size, window=4 * size if window is None else window, seed=seed
+        )
+
+    def _file(self, number: int) -> Any:
+        local = self._local
+        if local is None:
+            local = self._local = threading.local()
+        files: dict[int, Any] | None = getattr(local, "files", None)
+        if files is None:
+            files = local.files = {}
+        handle = files.get(number)
+        if handle is None:
+            pq = require("pyarrow.parquet", "arrow")
+            handle = files[number] = pq.ParquetFile(self._paths[number], memory_map=True)
+        return handle
+
+    def _row_group(self, group: int) -> Any:
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = DecodeCache(self._cache_bytes)
+        file_number, row_group = self._groups[group]
+
+        def decode() -> Any:
+            try:
+                return self._file(file_number).read_row_group(row_group, columns=self._columns)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(
+                    f"the Parquet file {self._paths[file_number]!r} was removed after the "
+                    "dataset was built"
+                ) from exc
+
+        return cache.get(group, decode, lambda table: int(table.nbytes))
+
+    def _read_columns(self, indices: np.ndarray) -> Columns:
+        from .arrow_columns import pa, table_columns
+
+        groups = np.searchsorted(self._starts, indices, side="right") - 1
+        local = indices - self._starts[groups]
+        order, unique, bounds = sorted_runs(groups)
+        pieces = []
+        for k, group in enumerate(unique.tolist()):
+            rows = local[order[bounds[k] : bounds[k + 1]]]
+            table = self._row_group(group)
+            pieces.append(table.take(pa.array(rows)))
+        combined = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+        if len(order) and not (np.diff(order) > 0).all():  # back to the order asked for
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(len(order))
+            combined = combined.take(pa.array(inverse))
+        return table_columns(combined)
+
+
+def from_parquet(
+    paths: PathLike | Sequence[PathLike],
+    columns: Sequence[str] | None = None,
+    *,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+) -> ParquetDataset:
+    """A map-style dataset over the rows of Parquet files (``pip install 'stoker[arrow]'``).
+
+    Args:
+        paths: a file, a directory of Parquet files, a glob, or a list of them; files
+            are read in sorted order (directories recursively).
+        columns: the columns to read (default: all), in record order.
+        cache_bytes: budget for decoded row groups per worker (default 256 MiB).
+
+    Returns:
+        A :class:`ParquetDataset` whose records are dicts column -> value.
+
+    Example:
+        >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+        >>> root = tempfile.mkdtemp()
+        >>> pq.write_table(pa.table({"x": [1, 2]}), os.path.join(root, "a.parquet"))
+        >>> pq.write_table(pa.table({"x": [3]}), os.path.join(root, "b.parquet"))
+        >>> ds = from_parquet(root)
+        >>> len(ds), [int(r["x"]) for r in ds.__getitems__([2, 0])]
+        (3, [3, 1])
+
+    Errors:
+        ConfigError: a missing path, a glob or directory with no file, a file that is
+            not Parquet (naming it), files whose schemas differ, a column that does not
+            exist (naming those that do), a column type stoker cannot batch.
+        MissingExtra: pyarrow is not installed.
+    """
+    pq = require("pyarrow.parquet", "arrow")
+    from .arrow_columns import check_schema, pa
+
+    if not isinstance(cache_bytes, int) or cache_bytes < 0:
+        raise ConfigError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
+    files = parquet_paths(paths)
+    rows: list[list[int]] = []
+    schema: Any = None
+    chosen: list[str] = []
+    for path in files:
+        try:
+            meta = pq.read_metadata(path)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ConfigError(f"{path!r} is not a Parquet file: {exc}") from exc
+        file_schema = meta.schema.to_arrow_schema()
+        if schema is None:
+            schema = file_schema
+            chosen = check_schema(schema, columns, f"the Parquet file {path!r}")
+        else:
+            for name in chosen:
+                if name not in file_schema.names:
+                    raise ConfigError(
+                        f"the Parquet file {path!r} has no column {name!r} (the first file, "
+                        f"{files[0]!r}, has it): read files of one schema together"
+                    )
+                if file_schema.field(name).type != schema.field(name).type:
+                    raise ConfigError(
+                        f"column {name!r} is {file_schema.field(name).type} in {path!r} but "
+                        f"{schema.field(name).type} in {files[0]!r}: read files of one schema "
+                        "together, or cast them when writing"
+                    )
+        rows.append([meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+    return ParquetDataset(files, chosen, rows, cache_bytes)

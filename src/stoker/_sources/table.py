@@ -1,0 +1,77 @@
+"""``TableDataset``: the base of every source whose records are rows of columns.
+
+A table source is a *description* (paths, columns, a query): it pickles small, and
+whatever it opens (files, connections, decoded blocks) is opened lazily, in each
+worker, and left out of the pickle. It reads a whole batch in one call
+(``_read_columns``), and the base turns those columns into records or into the
+collated batch, written straight into the planned buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._context import Context, Skip
+from .._dataset import DatasetNode
+from .columns import Columns, column_batch, column_records
+
+__all__ = ["TableDataset"]
+
+
+class TableDataset(DatasetNode[dict[str, Any]]):
+    """Rows of a table as records (dicts column -> value), read a batch at a time.
+
+    Subclasses implement ``__len__``, ``columns`` and ``_read_columns(indices)``, and
+    list in ``_transient`` the attributes (open handles, caches) that each process
+    opens for itself.
+
+    Records hold numbers as NumPy scalars, strings as ``str``, binary as ``bytes`` and
+    list columns as 1-D arrays. A batch is a dict column -> array (fixed-size lists
+    as 2-D arrays; strings and binary as lists); list columns of varying length need
+    ``collate_fn=sk.pad_collate`` or ``sk.pack``.
+    """
+
+    _transient: ClassVar[tuple[str, ...]] = ()
+    _releases_gil: ClassVar[bool] = True
+
+    @property
+    def columns(self) -> list[str]:
+        """The names of the columns read, in record order."""
+        raise NotImplementedError
+
+    def _read_columns(self, indices: np.ndarray) -> Columns:
+        """The columns of the rows at ``indices`` (int64, in range), in that order."""
+        raise NotImplementedError
+
+    def _fetch(self, indices: np.ndarray, ctx: Context) -> list[dict[str, Any] | Skip]:
+        return list(column_records(self._read_columns(indices)))
+
+    def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
+        return column_batch(self._read_columns(indices), out)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in self._transient:
+            state[name] = None
+        return state
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(len={len(self)}, columns={self.columns})"
+
+
+def sorted_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, Sequence[int]]:
+    """Group positions by key: ``(order, unique_keys, bounds)`` where positions
+    ``order[bounds[k]:bounds[k + 1]]`` have key ``unique_keys[k]``.
+
+    Example:
+        >>> order, keys, bounds = sorted_runs(np.array([2, 0, 2, 1]))
+        >>> keys.tolist(), [order[a:b].tolist() for a, b in zip(bounds, bounds[1:])]
+        ([0, 1, 2], [[1], [3], [0, 2]])
+    """
+    order = np.argsort(keys, kind="stable")
+    unique, first = np.unique(keys[order], return_index=True)
+    bounds = [*first.tolist(), len(keys)]
+    return order, unique, bounds
