@@ -87,7 +87,8 @@ def column_batch(columns: Columns, out: Any = None) -> Any:
 
     Example:
         >>> import numpy as np
-        >>> batch = column_batch({"x": np.array([1.0, 2.0]), "t": Ragged(np.arange(4), np.array([0, 2, 4]))})
+        >>> tokens = Ragged(np.arange(4), np.array([0, 2, 4]))
+        >>> batch = column_batch({"x": np.array([1.0, 2.0]), "t": tokens})
         >>> batch["x"].tolist(), batch["t"].tolist()
         ([1.0, 2.0], [[0, 1], [2, 3]])
     """
