@@ -39,3 +39,18 @@ def test_frameworks_are_imported_only_when_asked_for():
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_format_libraries_are_imported_only_when_a_source_needs_them():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, stoker as sk\n"
+        "batches = [b.tolist() for b in sk.DataLoader(sk.range(0, 4), batch_size=4)]\n"
+        "assert batches == [[0, 1, 2, 3]], batches\n"
+        "libs = ('pyarrow', 'polars', 'pandas', 'datasets', 'lance', 'sqlite3')\n"
+        "heavy = [m for m in libs if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -23,8 +23,12 @@ from ._sampling.sequential import SequentialSampler as SequentialSampler
 from ._sampling.shard import Shard as Shard
 from ._sampling.weighted import WeightedSampler as WeightedSampler
 from ._sources.arrays import from_arrays as from_arrays
+from ._sources.arrow import from_arrow as from_arrow
+from ._sources.arrow import from_pandas as from_pandas
+from ._sources.arrow import from_polars as from_polars
 from ._sources.iterable import from_iterable as from_iterable
 from ._sources.memory import from_sequence as from_sequence
+from ._sources.parquet import from_parquet as from_parquet
 from ._sources.range import range as range
 from ._stats import LoaderStats as LoaderStats
 from ._transforms.concat import concat as concat
@@ -74,7 +78,11 @@ __all__ = [
     "concat",
     "default_collate",
     "from_arrays",
+    "from_arrow",
     "from_iterable",
+    "from_pandas",
+    "from_parquet",
+    "from_polars",
     "from_sequence",
     "get_worker_info",
     "mix",

@@ -131,7 +131,8 @@ class ParquetDataset(TableDataset):
     @property
     def row_group_sizes(self) -> list[int]:
         """Rows in every row group, in dataset order."""
-        return np.diff(self._starts).tolist()
+        sizes: list[int] = np.diff(self._starts).tolist()
+        return sizes
 
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
         """A shuffle aligned to row groups, for files larger than the decode cache.

@@ -11,6 +11,7 @@ from .._context import Context, Skip
 from .._dataset import Dataset, DatasetNode, IterDataset
 from .._torch_types import is_torch_data
 from ..errors import ConfigError
+from .arrow import frame_kind, from_pandas, from_polars
 
 __all__ = ["IndexableDataset", "IterableAdapter", "as_dataset"]
 
@@ -64,6 +65,9 @@ def as_dataset(obj: Any) -> Dataset[Any] | IterDataset[Any]:
         >>> len(as_dataset([1, 2, 3]))
         3
 
+    A Polars or pandas ``DataFrame`` is read as by ``sk.from_polars`` / ``sk.from_pandas``
+    (records are rows as dicts), never as a sequence of one-row frames.
+
     Errors:
         ConfigError: a one-shot iterator (a generator), or an object that is neither
             indexable nor iterable.
@@ -75,6 +79,11 @@ def as_dataset(obj: Any) -> Dataset[Any] | IterDataset[Any]:
         if hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"):
             return IterableAdapter(obj)
         return _CountingAdapter(obj)
+    kind = frame_kind(obj)
+    if kind == "polars":  # indexing a frame gives one-row frames or columns, not records
+        return from_polars(obj)
+    if kind == "pandas":
+        return from_pandas(obj)
     if hasattr(obj, "__len__") and hasattr(obj, "__getitem__") and not isinstance(obj, dict):
         return IndexableDataset(obj)
     if isinstance(obj, Iterator):
