@@ -47,8 +47,9 @@ def default_collate(records: Sequence[Any], out: Any = None) -> Any:
         ((2, 2), [1, 2])
 
     Errors:
-        CollateError: records whose arrays differ in shape (it names the field and the
-            shapes, see :func:`pad_collate`) or whose structure differs (keys, lengths).
+        CollateError: records whose arrays or lists differ in shape (it names the field
+            and the shapes, and points at :func:`pad_collate` and :func:`~stoker.pack`)
+            or whose structure differs (keys, tuple lengths).
     """
     if not records:
         raise CollateError("cannot collate an empty list of records")
@@ -77,6 +78,12 @@ def _collate(records: Sequence[Any], out: Any, where: str) -> Any:
     if isinstance(first, tuple | list):
         n = len(first)
         for r in records:
+            if isinstance(r, list) and len(r) != n and _holds_numbers(first, r):
+                raise CollateError(
+                    f"cannot collate {where}: lists of length {n} and {len(r)} in one batch; "
+                    "pad them with collate_fn=sk.pad_collate, pack them into fixed-length "
+                    "rows with sk.pack(ds, length), or make them equal in a map"
+                )
             if not isinstance(r, tuple | list) or len(r) != n:
                 raise CollateError(
                     f"cannot collate {where}: sequences of length {n} and "
@@ -96,6 +103,12 @@ def _collate(records: Sequence[Any], out: Any, where: str) -> Any:
         }
         return type(first)(**fields)
     return list(records)
+
+
+def _holds_numbers(a: Any, b: list[Any]) -> bool:
+    """True when lists ``a`` and ``b`` look like token lists (their first item is a number)."""
+    head = a[0] if isinstance(a, list) and a else (b[0] if b else None)
+    return isinstance(head, int | float | np.number)
 
 
 def _scalars(records: Sequence[Any], out: Any, where: str) -> np.ndarray:
@@ -127,7 +140,8 @@ def _stack(records: Sequence[Any], out: Any, where: str) -> np.ndarray:
             got = r.shape if isinstance(r, np.ndarray) else type(r).__name__
             raise CollateError(
                 f"cannot collate {where}: arrays of shape {shape} and {got} in one batch; "
-                "pad them with collate_fn=sk.pad_collate, or resize them in a map"
+                "pad them with collate_fn=sk.pad_collate, pack them into fixed-length rows "
+                "with sk.pack(ds, length), or resize them in a map"
             )
     if isinstance(out, np.ndarray) and out.shape == (len(records), *shape):
         try:
@@ -160,55 +174,5 @@ def _stack_tensors(records: Sequence[Any], out: Any, where: str) -> Any:
     return _stack(arrays, out, where)
 
 
-def pad_collate(records: Sequence[Any], pad_value: Any = 0, multiple_of: int = 1) -> Any:
-    """Like :func:`default_collate`, but pads arrays of different shapes to a common one.
-
-    Every array field is padded at the end of each axis to the largest size in the
-    batch, rounded up to ``multiple_of`` (handy for kernels that like multiples of 8).
-    Use ``functools.partial(sk.pad_collate, pad_value=-1)`` to change the fill.
-
-    Example:
-        >>> import numpy as np
-        >>> pad_collate([np.array([1, 2, 3]), np.array([4])]).tolist()
-        [[1, 2, 3], [4, 0, 0]]
-
-    Errors:
-        CollateError: arrays of different numbers of dimensions, or as for
-            :func:`default_collate`.
-    """
-    if multiple_of < 1:
-        raise CollateError(f"multiple_of must be >= 1, got {multiple_of}")
-    if not records:
-        raise CollateError("cannot collate an empty list of records")
-    return _collate(_padded(list(records), pad_value, multiple_of, "batch"), None, "batch")
-
-
-def _padded(records: list[Any], pad_value: Any, multiple_of: int, where: str) -> list[Any]:
-    first = records[0]
-    if isinstance(first, np.ndarray):
-        ndims = {r.ndim for r in records}
-        if len(ndims) != 1:
-            raise CollateError(f"cannot pad {where}: arrays with {sorted(ndims)} dimensions")
-        target = [max(r.shape[d] for r in records) for d in range(first.ndim)]
-        target = [-(-t // multiple_of) * multiple_of for t in target]
-        padded = []
-        for r in records:
-            widths = [(0, t - s) for s, t in zip(r.shape, target, strict=True)]
-            padded.append(
-                np.pad(r, widths, constant_values=pad_value) if any(w for _, w in widths) else r
-            )
-        return padded
-    if isinstance(first, Mapping):
-        columns = {
-            k: _padded([r[k] for r in records], pad_value, multiple_of, f"{where}[{k!r}]")
-            for k in first
-        }
-        return [{k: columns[k][i] for k in first} for i in range(len(records))]
-    if isinstance(first, tuple | list) and not is_namedtuple(first):
-        cols = [
-            _padded([r[j] for r in records], pad_value, multiple_of, f"{where}[{j}]")
-            for j in range(len(first))
-        ]
-        rows = [[c[i] for c in cols] for i in range(len(records))]
-        return [tuple(row) if isinstance(first, tuple) else row for row in rows]
-    return records
+# pad_collate walks records with the helpers above, so it is defined after them.
+from .pad import pad_collate  # noqa: E402
