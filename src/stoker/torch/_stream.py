@@ -20,6 +20,7 @@ from .._context import Context
 from .._dataset import IterDataset, StreamCursor
 from .._sampling.shard import Shard
 from .._sources.iterable import open_user_stream
+from ._stateful import StatefulStreamCursor, is_stateful
 
 __all__ = ["TorchStream"]
 
@@ -27,9 +28,11 @@ __all__ = ["TorchStream"]
 class TorchStream(IterDataset[Any]):
     """A PyTorch ``IterableDataset`` as a stoker stream that shards itself in workers.
 
-    Resuming counts records: a restored part reads its dataset copy again and skips
-    the records already handed out, which is exact when the dataset yields the same
-    records every time (for the same worker info).
+    A dataset with ``state_dict()`` / ``load_state_dict()`` (torchdata's ``Stateful``),
+    or whose iterator has them, is asked for its state and given it back, in every
+    worker. Otherwise resuming counts records: a restored part reads its dataset copy
+    again and skips the records already handed out, which is exact when the dataset
+    yields the same records every time (for the same worker info).
 
     Example:
         >>> from torch.utils.data import IterableDataset
@@ -50,7 +53,18 @@ class TorchStream(IterDataset[Any]):
         shard: Shard | None = ctx.shard
         if get_worker_info() is not None:
             shard = None  # this worker's copy reads its own part, as under PyTorch
+        if (shard is None or shard.count == 1) and _stateful_stream(self.dataset):
+            return StatefulStreamCursor(self.dataset, state)
         return open_user_stream(self, state, shard)
 
     def __repr__(self) -> str:
         return f"TorchStream({type(self.dataset).__name__})"
+
+
+def _stateful_stream(dataset: Any) -> bool:
+    """The dataset follows the stateful protocol (its iterator's state is then kept too).
+
+    A dataset that is not stateful itself is resumed by counting, whatever its
+    iterator: the iterator is only known once created.
+    """
+    return is_stateful(dataset)
