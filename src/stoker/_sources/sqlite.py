@@ -1,0 +1,350 @@
+"""``from_sqlite``: rows of an SQLite table or query, one query per batch."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import urllib.parse
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import ConfigError
+from .columns import Columns
+from .table import TableDataset
+from .values import take_rows, to_column
+
+__all__ = ["SQLiteDataset", "from_sqlite"]
+
+PathLike = str | os.PathLike[str]
+Params = Sequence[Any] | Mapping[str, Any]
+
+SAMPLE_ROWS = 1000
+"""Rows looked at to decide the kind of a column whose declared type does not."""
+_MAX_RANGES = 16  # a batch in more contiguous runs than this is read with an IN list
+_TEMP = '"__stoker_rows"'
+_TYPEOF = {"integer": "int", "real": "float", "text": "str", "blob": "bytes"}
+_FITS = {"int": {"int"}, "float": {"int", "float"}, "str": {"str"}, "bytes": {"bytes"}}
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    uri = f"file:{urllib.parse.quote(path)}?mode=ro"
+    # Each connection is used by the one thread that opened it; check_same_thread is
+    # off only so that whichever thread drops the last reference may close it.
+    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+def _declared_kind(declared: str) -> str | None:
+    """The kind of SQLite's type affinity for a declared column type (None: NUMERIC/none)."""
+    text = declared.upper()
+    if "INT" in text:
+        return "int"
+    if any(word in text for word in ("CHAR", "CLOB", "TEXT")):
+        return "str"
+    if "BLOB" in text:
+        return "bytes"
+    if any(word in text for word in ("REAL", "FLOA", "DOUB")):
+        return "float"
+    return None
+
+
+def _rowid_name(columns: Sequence[str]) -> str | None:
+    taken = {c.lower() for c in columns}
+    return next((n for n in ("rowid", "_rowid_", "oid") if n not in taken), None)
+
+
+class _Connection:
+    """One thread's read-only connection, closed when the thread or the dataset goes."""
+
+    __slots__ = ("__weakref__", "conn", "ready")
+
+    def __init__(self, path: str) -> None:
+        self.conn = _connect(path)
+        self.ready = False
+        weakref.finalize(self, self.conn.close)
+
+
+class SQLiteDataset(TableDataset):
+    """Rows of an SQLite table or query; built by :func:`from_sqlite`.
+
+    A table is read by rowid: record ``i`` is the table's ``i``-th row in rowid order
+    (the rowids are listed once, when the dataset is built), and a batch is one query,
+    ``WHERE rowid BETWEEN ...`` for contiguous runs of rows or ``WHERE rowid IN (...)``
+    otherwise. A query's rows are copied once per connection into a temporary table
+    (in SQLite's temp store, never the database), numbered in the query's order; a
+    batch is then one rowid lookup in it. Rows come back in the order asked for.
+
+    Example:
+        >>> import sqlite3, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.db")
+        >>> with sqlite3.connect(path) as conn:
+        ...     _ = conn.execute("CREATE TABLE t (x INTEGER, s TEXT)")
+        ...     _ = conn.executemany("INSERT INTO t VALUES (?, ?)", [(1, "a"), (2, "b")])
+        >>> conn.close()
+        >>> ds = from_sqlite(path, "t")
+        >>> len(ds), int(ds[1]["x"]), ds[1]["s"], ds.kinds
+        (2, 2, 'b', {'x': 'int', 's': 'str'})
+
+    Resources:
+        Each thread that reads opens its own read-only connection (``mode=ro``),
+        closed when that thread ends or the dataset is collected; connections are left
+        out of a pickle, so each worker opens its own.
+
+    Errors:
+        :class:`~stoker._sources.values.RecordValueError` when a row read holds a
+        value its column's kind cannot hold (a NULL outside a REAL column, text in an
+        INTEGER column); a ``RuntimeError`` when the table or the query's row count
+        changed after the dataset was built. See :func:`from_sqlite` for build errors.
+    """
+
+    _transient: ClassVar[tuple[str, ...]] = ("_local",)
+
+    def __init__(
+        self,
+        path: str,
+        source: str,
+        params: Params,
+        columns: list[str],
+        kinds: list[str],
+        length: int,
+        rowids: np.ndarray | None,
+        rowid: str,
+    ) -> None:
+        self._path = path
+        self._source = source  # a quoted table name (rowids given) or a query
+        self._params = params
+        self._columns = columns
+        self._kinds = kinds
+        self._len = length
+        self._rowids = rowids
+        self._rowid = rowid
+        self._local: threading.local | None = None
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        """The kind each column's values are read as (``int``, ``float``, ``str``, ``bytes``)."""
+        return dict(zip(self._columns, self._kinds, strict=True))
+
+    def _connection(self) -> sqlite3.Connection:
+        local = self._local
+        if local is None:
+            local = self._local = threading.local()
+        handle: _Connection | None = getattr(local, "handle", None)
+        if handle is None:
+            handle = local.handle = _Connection(self._path)
+        if not handle.ready:
+            if self._rowids is None:
+                self._materialise(handle.conn)
+            handle.ready = True
+        return handle.conn
+
+    def _materialise(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"DROP TABLE IF EXISTS temp.{_TEMP}")
+        conn.execute(f"CREATE TEMP TABLE {_TEMP} AS SELECT * FROM ({self._source})", self._params)
+        (count,) = conn.execute(f"SELECT count(*) FROM temp.{_TEMP}").fetchone()
+        if count != self._len:
+            raise RuntimeError(
+                f"the query now gives {count} rows, {self._len} when the dataset was built: "
+                "the database changed; build the dataset again"
+            )
+
+    def _read_columns(self, indices: np.ndarray) -> Columns:
+        unique, inverse = np.unique(indices, return_inverse=True)
+        if self._rowids is None:
+            keys, table = unique + 1, f"temp.{_TEMP}"
+        else:
+            keys, table = self._rowids[unique], self._source
+        rowid = self._rowid
+        breaks = np.flatnonzero(np.diff(unique) != 1)
+        if len(unique) and len(breaks) < _MAX_RANGES and 2 * (len(breaks) + 1) < len(unique):
+            firsts = keys[np.concatenate(([0], breaks + 1))].tolist()
+            lasts = keys[np.concatenate((breaks, [len(unique) - 1]))].tolist()
+            where = " OR ".join(
+                f"{rowid} BETWEEN {a} AND {b}" for a, b in zip(firsts, lasts, strict=True)
+            )
+        else:
+            where = f"{rowid} IN ({','.join(map(str, keys.tolist()))})"
+        select = ", ".join(_quote(c) for c in self._columns)
+        sql = f"SELECT {select} FROM {table} WHERE {where} ORDER BY {rowid}"
+        rows = self._connection().execute(sql).fetchall()
+        if len(rows) != len(unique):
+            raise RuntimeError(
+                f"{len(unique) - len(rows)} rows of the batch are no longer in the database "
+                f"{self._path!r}: it changed after the dataset was built; build it again"
+            )
+        values = list(zip(*rows, strict=True)) if rows else [()] * len(self._columns)
+
+        def where_row(row: int) -> str:
+            return f"record {int(unique[row])} (rowid {int(keys[row])}) of {self._path!r}"
+
+        columns: Columns = {}
+        for name, kind, column in zip(self._columns, self._kinds, values, strict=True):
+            converted = to_column(column, kind, name, where_row)
+            columns[name] = take_rows(converted, inverse)
+        return columns
+
+
+def _check_params(params: Any) -> Params:
+    scalar = (type(None), int, float, str, bytes)
+    if isinstance(params, Mapping):
+        if all(isinstance(k, str) for k in params) and all(
+            isinstance(v, scalar) for v in params.values()
+        ):
+            return dict(params)
+    elif isinstance(params, list | tuple) and all(isinstance(v, scalar) for v in params):
+        return tuple(params)
+    raise ConfigError(
+        f"params must be a tuple of values or a dict of named values (None, int, float, "
+        f"str or bytes), got {params!r}"
+    )
+
+
+def _kinds(
+    conn: sqlite3.Connection, source: str, params: Params, columns: list[str], declared: list[str]
+) -> list[str]:
+    typeofs = ", ".join(f"typeof({_quote(c)})" for c in columns)
+    sample = conn.execute(f"SELECT {typeofs} FROM ({source}) LIMIT {SAMPLE_ROWS}", params)
+    seen: list[set[str]] = [set() for _ in columns]
+    for row in sample:
+        for found, typ in zip(seen, row, strict=True):
+            found.add(typ)
+    kinds = []
+    for name, decl, found in zip(columns, declared, seen, strict=True):
+        types = {_TYPEOF[t] for t in found if t in _TYPEOF}
+        kind = _declared_kind(decl)
+        if kind is None:
+            if types <= {"int", "float"} and types:
+                kind = "float" if "float" in types else "int"
+            elif len(types) == 1:
+                kind = types.pop()
+            elif not types:
+                raise ConfigError(
+                    f"column {name!r} is NULL in the first {SAMPLE_ROWS} rows and declares "
+                    "no type: cast it in a query (CAST(x AS REAL)) so its kind is known"
+                )
+        if kind is None or not types <= _FITS[kind]:
+            raise ConfigError(
+                f"column {name!r} ({decl or 'no declared type'}) holds values of several "
+                f"types ({', '.join(sorted(found - {'null'}))}): a batch needs one; cast it "
+                f"in a query, e.g. SELECT CAST({_quote(name)} AS REAL) ..."
+            )
+        kinds.append(kind)
+    return kinds
+
+
+def from_sqlite(path: PathLike, query_or_table: str, params: Params = ()) -> SQLiteDataset:
+    """A map-style dataset over the rows of an SQLite table or ``SELECT`` query.
+
+    The database is opened read-only (``mode=ro``). Each column's kind is fixed when
+    the dataset is built, from its declared type (SQLite's affinity rules) or, without
+    one, from the types of its first 1000 values: INTEGER -> int64, REAL -> float64
+    (ints in it too), TEXT -> ``str``, BLOB -> ``bytes``. A NULL reads as NaN in a
+    REAL column and is an error in any other column (``COALESCE`` it in a query).
+
+    A query must give its rows in a deterministic order (end it with ``ORDER BY`` a
+    unique key): each worker runs it once and numbers its rows in that order.
+
+    Args:
+        path: the database file.
+        query_or_table: a table (or view) name, or a ``SELECT`` query.
+        params: the query's parameters: a tuple for ``?``, a dict for ``:name``.
+
+    Returns:
+        An :class:`SQLiteDataset` whose records are dicts column -> value.
+
+    Example:
+        >>> import sqlite3, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.db")
+        >>> with sqlite3.connect(path) as conn:
+        ...     _ = conn.execute("CREATE TABLE t (x REAL)")
+        ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(0.5,), (None,), (2.0,)])
+        >>> conn.close()
+        >>> ds = from_sqlite(path, "SELECT x FROM t WHERE x > ? ORDER BY x", (0,))
+        >>> len(ds), [float(r["x"]) for r in ds.__getitems__([1, 0])]
+        (2, [2.0, 0.5])
+
+    Errors:
+        ConfigError: a missing file, a file that is not a database, a table that does
+            not exist (naming those that do), a query that fails (with SQLite's
+            message), unsupported params, duplicate column names, a column whose
+            values mix types or whose type cannot be told.
+    """
+    text = os.fspath(path)
+    if not os.path.isfile(text):
+        raise ConfigError(f"no such SQLite database file: {text!r}")
+    if not isinstance(query_or_table, str) or not query_or_table.strip():
+        raise ConfigError(f"query_or_table must be a table name or a query, got {query_or_table!r}")
+    params = _check_params(params)
+    full = os.path.abspath(text)
+    conn = _connect(full)
+    try:
+        try:
+            tables = conn.execute(
+                "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{text!r} is not an SQLite database: {exc}") from exc
+        return _build(conn, full, query_or_table.strip().rstrip(";").strip(), params, tables)
+    finally:
+        conn.close()
+
+
+def _build(
+    conn: sqlite3.Connection,
+    path: str,
+    spec: str,
+    params: Params,
+    tables: list[tuple[str, str]],
+) -> SQLiteDataset:
+    by_name = {name.lower(): (name, typ) for name, typ in tables}
+    rowids: np.ndarray | None = None
+    declared: dict[str, str] = {}
+    if spec.lower() in by_name:
+        name = by_name[spec.lower()][0]
+        if params:
+            raise ConfigError("params are for a query; a table name takes none")
+        source = f"SELECT * FROM {_quote(name)}"
+        declared = {row[1]: row[2] for row in conn.execute(f"PRAGMA table_info({_quote(name)})")}
+    elif any(c.isspace() for c in spec):
+        source = spec
+    else:
+        existing = ", ".join(repr(n) for n, _ in tables) or "none"
+        raise ConfigError(
+            f"the database {path!r} has no table or view {spec!r} (it has: {existing}); "
+            "pass a table name or a SELECT query"
+        )
+    try:
+        cursor = conn.execute(f"SELECT * FROM ({source}) LIMIT 0", params)
+        columns = [d[0] for d in cursor.description]
+        (length,) = conn.execute(f"SELECT count(*) FROM ({source})", params).fetchone()
+    except (sqlite3.Error, ValueError) as exc:  # ValueError: several statements
+        raise ConfigError(f"the query failed: {exc} (query: {spec})") from exc
+    if len(set(columns)) != len(columns):
+        dupes = sorted({c for c in columns if columns.count(c) > 1})
+        raise ConfigError(f"the query gives columns {dupes} twice: name them apart with AS")
+    kinds = _kinds(conn, source, params, columns, [declared.get(c, "") for c in columns])
+    rowid = _rowid_name(columns) or "rowid"  # in a temporary table, never shadowed
+    if declared and _rowid_name(columns) and by_name[spec.lower()][1] == "table":
+        table = _quote(by_name[spec.lower()][0])
+        try:
+            cursor = conn.execute(f"SELECT {rowid} FROM {table} ORDER BY {rowid}")
+            rowids = np.fromiter((r[0] for r in cursor), dtype=np.int64, count=length)
+            source = table
+        except sqlite3.OperationalError:  # WITHOUT ROWID: read it as a query
+            rowids = None
+    return SQLiteDataset(path, source, params, columns, kinds, length, rowids, rowid)
