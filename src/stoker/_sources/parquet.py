@@ -134,6 +134,11 @@ class ParquetDataset(TableDataset):
         sizes: list[int] = np.diff(self._starts).tolist()
         return sizes
 
+    @property
+    def decoded_row_groups(self) -> int:
+        """Row groups decoded so far by this copy of the dataset (cache misses)."""
+        return 0 if self._cache is None else self._cache.decodes
+
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
         """A shuffle aligned to row groups, for files larger than the decode cache.
 

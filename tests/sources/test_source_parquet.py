@@ -1,0 +1,239 @@
+import os
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+
+import stoker as sk
+from stoker.testing import assert_resumes_exactly, assert_same_batches, run_epochs
+
+N = 300
+
+
+def _table(n=N, start=0):
+    rng = np.random.default_rng(start)
+    lengths = rng.integers(0, 6, n)
+    return pa.table(
+        {
+            "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+            "score": pa.array(rng.random(n).astype(np.float32)),
+            "flag": pa.array(rng.random(n) < 0.5),
+            "name": pa.array([f"row-{start + i}" for i in range(n)]),
+            "blob": pa.array([bytes([i % 256]) * 3 for i in range(n)], type=pa.binary()),
+            "tokens": pa.array([list(range(int(k))) for k in lengths], type=pa.list_(pa.int32())),
+            "vec": pa.array(
+                [[i, i + 1, i + 2] for i in range(start, start + n)], type=pa.list_(pa.float64(), 3)
+            ),
+        }
+    )
+
+
+@pytest.fixture
+def root(tmp_path):
+    pq.write_table(_table(N, 0), tmp_path / "a.parquet", row_group_size=64)
+    pq.write_table(_table(N // 2, N), tmp_path / "b.parquet", row_group_size=32)
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    return tmp_path
+
+
+FIXED = ["id", "score", "flag", "name", "blob", "vec"]
+
+
+def _expected(root):
+    return pa.concat_tables(
+        [pq.read_table(root / "a.parquet"), pq.read_table(root / "b.parquet")]
+    ).to_pylist()
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def test_len_is_read_from_metadata_and_records_match_pyarrow(root):
+    ds = sk.from_parquet(root)
+    assert len(ds) == N + N // 2
+    assert ds.paths == [str(root / "a.parquet"), str(root / "b.parquet")]
+    assert sum(ds.row_group_sizes) == len(ds)
+    expected = _expected(root)
+    order = [0, 299, 300, 449, 5, 64, 63]
+    for i, record in zip(order, ds.__getitems__(order), strict=True):
+        assert {k: _plain(v) for k, v in record.items()} == expected[i]
+    record = ds[3]
+    assert isinstance(record["id"], np.int64)
+    assert isinstance(record["score"], np.float32)
+    assert isinstance(record["flag"], np.bool_)
+    assert isinstance(record["name"], str)
+    assert isinstance(record["blob"], bytes)
+    assert record["tokens"].dtype == np.int32
+    assert record["tokens"].ndim == 1
+    assert record["vec"].shape == (3,)
+
+
+def test_batches_are_column_arrays(root):
+    loader = sk.DataLoader(sk.from_parquet(root, columns=FIXED), batch_size=16)
+    batch = next(iter(loader))
+    assert list(batch) == FIXED
+    assert batch["id"].tolist() == list(range(16))
+    assert batch["score"].dtype == np.float32
+    assert batch["vec"].shape == (16, 3)
+    assert batch["name"][:2] == ["row-0", "row-1"]
+    assert batch["blob"][1] == b"\x01\x01\x01"
+
+
+def test_glob_list_and_column_selection(root):
+    by_glob = sk.from_parquet(str(root / "*.parquet"), columns=["name", "id"])
+    by_list = sk.from_parquet([root / "a.parquet", root / "b.parquet"], columns=["name", "id"])
+    assert by_glob.columns == ["name", "id"]
+    assert list(by_glob[0]) == ["name", "id"]
+    assert_same_batches(
+        sk.DataLoader(by_glob, batch_size=50), sk.DataLoader(by_list, batch_size=50)
+    )
+
+
+def test_a_shuffled_epoch_reads_every_row_once(root):
+    loader = sk.DataLoader(sk.from_parquet(root, columns=["id"]), batch_size=32, shuffle=True)
+    ids = np.concatenate([b["id"] for b in loader])
+    assert sorted(ids.tolist()) == list(range(N + N // 2))
+    assert ids.tolist() != sorted(ids.tolist())
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_workers_give_the_batches_of_inline(root, mode):
+    ds = sk.from_parquet(root, columns=FIXED)
+    inline = sk.DataLoader(ds, batch_size=20, shuffle=True, seed=3)
+    workers = sk.DataLoader(
+        ds, batch_size=20, shuffle=True, seed=3, num_workers=2, worker_mode=mode
+    )
+    with workers:
+        assert_same_batches(inline, workers, epochs=2)
+
+
+def test_variable_length_lists_are_padded_by_pad_collate(root):
+    ds = sk.from_parquet(root, columns=["id", "tokens"])
+    loader = sk.DataLoader(ds, batch_size=8, collate_fn=sk.pad_collate)
+    batch = next(iter(loader))
+    rows = pq.read_table(root / "a.parquet", columns=["tokens"]).to_pylist()[:8]
+    width = max(len(r["tokens"]) for r in rows)
+    assert batch["tokens"].shape == (8, width)
+    for got, row in zip(batch["tokens"], rows, strict=True):
+        n = len(row["tokens"])
+        assert got[:n].tolist() == row["tokens"]
+        assert not got[n:].any()
+
+
+def test_ragged_lists_without_padding_name_pad_collate(root):
+    loader = sk.DataLoader(sk.from_parquet(root, columns=["tokens"]), batch_size=64)
+    with pytest.raises(sk.CollateError, match="pad_collate"):
+        next(iter(loader))
+
+
+def test_resumes_exactly(root):
+    loader = sk.DataLoader(
+        sk.from_parquet(root, columns=["id", "name", "vec"]), batch_size=64, shuffle=True, seed=1
+    )
+    assert_resumes_exactly(loader, epochs=2)
+
+
+def test_row_group_sampler_reads_few_row_groups_and_every_row(root):
+    ds = sk.from_parquet(root, columns=["id"], cache_bytes=0)
+    sampler = ds.shuffle_sampler(seed=2)
+    assert sampler.chunk_size == 64
+    loader = sk.DataLoader(ds, batch_size=16, sampler=sampler)
+    ids = np.concatenate([b["id"] for b in loader])
+    assert sorted(ids.tolist()) == list(range(len(ds)))
+    assert_resumes_exactly(loader, epochs=1)
+
+
+def test_decoded_row_groups_are_cached_within_the_budget(root):
+    ds = sk.from_parquet(root, columns=["id", "score"])
+    run_epochs(sk.DataLoader(ds, batch_size=16, shuffle=True, seed=0), epochs=2)
+    groups = len(ds.row_group_sizes)
+    assert ds.decoded_row_groups == groups  # each once in two epochs
+    small = sk.from_parquet(root, columns=["id", "score"], cache_bytes=1)
+    run_epochs(sk.DataLoader(small, batch_size=16, shuffle=True, seed=0), epochs=1)
+    assert small.decoded_row_groups > groups  # nothing kept: decoded again per batch
+
+
+def test_pickles_as_a_description(root):
+    ds = sk.from_parquet(root, columns=["id"])
+    ds[0]  # opens a handle and fills the cache
+    data = pickle.dumps(ds)
+    assert len(data) < 2000
+    again = pickle.loads(data)
+    assert int(again[5]["id"]) == 5
+
+
+def test_auto_runs_on_threads(root):
+    loader = sk.DataLoader(sk.from_parquet(root), batch_size=4, num_workers=2)
+    assert loader._resolved_mode() == "thread"
+
+
+def test_arrow_dataset_of_parquet_files_reads_like_from_parquet(root):
+    dataset = pads.dataset([str(root / "a.parquet"), str(root / "b.parquet")], format="parquet")
+    ds = sk.from_arrow(dataset, columns=["id", "name"])
+    assert isinstance(ds, type(sk.from_parquet(root)))
+    assert_same_batches(
+        sk.DataLoader(ds, batch_size=40, shuffle=True),
+        sk.DataLoader(sk.from_parquet(root, columns=["id", "name"]), batch_size=40, shuffle=True),
+    )
+
+
+def test_a_column_that_does_not_exist_names_those_that_do(root):
+    with pytest.raises(sk.ConfigError, match=r"no column 'labl'.*'id', 'score'"):
+        sk.from_parquet(root, columns=["labl"])
+
+
+def test_missing_paths_and_empty_globs_name_the_path(tmp_path):
+    with pytest.raises(sk.ConfigError, match="no such file"):
+        sk.from_parquet(tmp_path / "nope.parquet")
+    with pytest.raises(sk.ConfigError, match="matches no file"):
+        sk.from_parquet(str(tmp_path / "*.parquet"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(sk.ConfigError, match="holds no data file"):
+        sk.from_parquet(tmp_path / "empty")
+
+
+def test_a_file_that_is_not_parquet_is_named(tmp_path):
+    path = tmp_path / "x.parquet"
+    path.write_text("id,score\n1,2\n")
+    with pytest.raises(sk.ConfigError, match="is not a Parquet file"):
+        sk.from_parquet(path)
+
+
+def test_files_of_different_schemas_are_refused(tmp_path):
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"x": ["a", "b"]}), tmp_path / "b.parquet")
+    with pytest.raises(sk.ConfigError, match="column 'x' is string"):
+        sk.from_parquet(tmp_path)
+
+
+def test_unsupported_column_types_are_named(tmp_path):
+    table = pa.table(
+        {"ok": [1], "nested": pa.array([[[1, 2]]], type=pa.list_(pa.list_(pa.int8())))}
+    )
+    pq.write_table(table, tmp_path / "a.parquet")
+    with pytest.raises(sk.ConfigError, match=r"column 'nested'.*has type list<"):
+        sk.from_parquet(tmp_path)
+    assert len(sk.from_parquet(tmp_path, columns=["ok"])) == 1
+
+
+def test_nulls_are_a_clear_error_naming_the_column(tmp_path):
+    pq.write_table(pa.table({"x": pa.array([1, None, 3], type=pa.int64())}), tmp_path / "a.parquet")
+    with pytest.raises(ValueError, match="column 'x' has 1 null"):
+        next(iter(sk.DataLoader(sk.from_parquet(tmp_path), batch_size=3)))
+
+
+def test_a_file_removed_after_building_is_named(tmp_path):
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), path)
+    ds = sk.from_parquet(path)
+    os.remove(path)
+    with pytest.raises(FileNotFoundError, match="was removed"):
+        ds[0]
