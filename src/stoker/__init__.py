@@ -26,7 +26,9 @@ from ._sources.arrays import from_arrays as from_arrays
 from ._sources.arrow import from_arrow as from_arrow
 from ._sources.arrow import from_pandas as from_pandas
 from ._sources.arrow import from_polars as from_polars
+from ._sources.hf import from_hf as from_hf
 from ._sources.iterable import from_iterable as from_iterable
+from ._sources.lance import from_lance as from_lance
 from ._sources.memory import from_sequence as from_sequence
 from ._sources.parquet import from_parquet as from_parquet
 from ._sources.range import range as range
@@ -79,7 +81,9 @@ __all__ = [
     "default_collate",
     "from_arrays",
     "from_arrow",
+    "from_hf",
     "from_iterable",
+    "from_lance",
     "from_pandas",
     "from_parquet",
     "from_polars",
