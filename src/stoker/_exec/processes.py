@@ -26,10 +26,9 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-import cloudpickle
-
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .jobs import Done, Job, WorkerSpec
+from .pickling import dumps_for_workers
 from .queue import QueuedExecutor
 from .shm import attach, sharing_for_workers
 from .slots import SlotRef, SlotRing, views
@@ -98,7 +97,7 @@ class ProcessExecutor(QueuedExecutor):
             # module, as by default) start without importing either again.
             self._ctx.set_forkserver_preload(["__main__", "stoker._exec.worker"])
         with sharing_for_workers():
-            self._payload = cloudpickle.dumps(spec)
+            self._payload = dumps_for_workers(spec)
         self._ring = SlotRing(slot_cap)
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
