@@ -54,3 +54,9 @@ def test_format_libraries_are_imported_only_when_a_source_needs_them():
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_file_sources_are_exported():
+    for name in ("from_csv", "from_jsonl", "from_sqlite"):
+        assert name in sk.__all__, name
+        assert callable(getattr(sk, name))

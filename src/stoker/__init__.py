@@ -29,9 +29,12 @@ from ._sources.arrow import from_polars as from_polars
 from ._sources.hf import from_hf as from_hf
 from ._sources.iterable import from_iterable as from_iterable
 from ._sources.lance import from_lance as from_lance
+from ._sources.lines import from_csv as from_csv
+from ._sources.lines import from_jsonl as from_jsonl
 from ._sources.memory import from_sequence as from_sequence
 from ._sources.parquet import from_parquet as from_parquet
 from ._sources.range import range as range
+from ._sources.sqlite import from_sqlite as from_sqlite
 from ._stats import LoaderStats as LoaderStats
 from ._transforms.concat import concat as concat
 from ._transforms.mix import mix as mix
@@ -81,13 +84,16 @@ __all__ = [
     "default_collate",
     "from_arrays",
     "from_arrow",
+    "from_csv",
     "from_hf",
     "from_iterable",
+    "from_jsonl",
     "from_lance",
     "from_pandas",
     "from_parquet",
     "from_polars",
     "from_sequence",
+    "from_sqlite",
     "get_worker_info",
     "mix",
     "pad_collate",

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import urllib.parse
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -16,6 +15,9 @@ from ..errors import ConfigError
 from .columns import Columns
 from .table import TableDataset
 from .values import take_rows, to_column
+
+if TYPE_CHECKING:
+    import sqlite3  # imported when a database is opened: `import stoker` stays lean
 
 __all__ = ["SQLiteDataset", "from_sqlite"]
 
@@ -35,6 +37,8 @@ def _quote(name: str) -> str:
 
 
 def _connect(path: str) -> sqlite3.Connection:
+    import sqlite3
+
     uri = f"file:{urllib.parse.quote(path)}?mode=ro"
     # Each connection is used by the one thread that opened it; check_same_thread is
     # off only so that whichever thread drops the last reference may close it.
@@ -283,6 +287,8 @@ def from_sqlite(path: PathLike, query_or_table: str, params: Params = ()) -> SQL
             message), unsupported params, duplicate column names, a column whose
             values mix types or whose type cannot be told.
     """
+    import sqlite3
+
     text = os.fspath(path)
     if not os.path.isfile(text):
         raise ConfigError(f"no such SQLite database file: {text!r}")
@@ -311,6 +317,8 @@ def _build(
     params: Params,
     tables: list[tuple[str, str]],
 ) -> SQLiteDataset:
+    import sqlite3
+
     by_name = {name.lower(): (name, typ) for name, typ in tables}
     rowids: np.ndarray | None = None
     declared: dict[str, str] = {}
