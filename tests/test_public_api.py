@@ -60,3 +60,8 @@ def test_file_sources_are_exported():
     for name in ("from_csv", "from_jsonl", "from_sqlite"):
         assert name in sk.__all__, name
         assert callable(getattr(sk, name))
+
+
+def test_variable_length_helpers_are_public():
+    assert {"pack", "pad_collate"} <= set(sk.__all__)
+    assert sk.pack.__module__ == "stoker._transforms.pack"

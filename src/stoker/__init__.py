@@ -38,6 +38,7 @@ from ._sources.sqlite import from_sqlite as from_sqlite
 from ._stats import LoaderStats as LoaderStats
 from ._transforms.concat import concat as concat
 from ._transforms.mix import mix as mix
+from ._transforms.pack import pack as pack
 from ._transforms.zip import zip as zip
 from ._worker_info import WorkerInfo as WorkerInfo
 from ._worker_info import get_worker_info as get_worker_info
@@ -96,6 +97,7 @@ __all__ = [
     "from_sqlite",
     "get_worker_info",
     "mix",
+    "pack",
     "pad_collate",
     "range",
     "releases_gil",

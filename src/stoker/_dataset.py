@@ -29,6 +29,7 @@ from ._context import DEFAULT_CONTEXT, SKIP, Context, Skip
 from .errors import FilteredOut
 
 if TYPE_CHECKING:
+    from ._transforms.pack import Packer
     from ._transforms.stream import BatchedStream
 
 __all__ = ["Dataset", "DatasetNode", "IterDataset", "StreamCursor", "UnaryNode", "as_index_array"]
@@ -105,6 +106,10 @@ class Dataset(Generic[T]):
         """True when ``_fetch`` may return ``SKIP`` (a filter sits in the chain)."""
         return False
 
+    def _packer(self, rows: int) -> Packer | None:
+        """What builds each batch of ``rows`` packed rows (``pack``); None: no packing."""
+        return None
+
     # -- chaining -------------------------------------------------------------------
 
     @overload
@@ -169,6 +174,24 @@ class Dataset(Generic[T]):
             [1, 4, 7]
         """
         return ShardDataset(self, index, count)
+
+    def pack(
+        self,
+        length: int,
+        fields: Sequence[str] | str = ("tokens",),
+        *,
+        pad_value: Any = 0,
+        overflow: str = "truncate",
+    ) -> Dataset[dict[str, np.ndarray]]:
+        """Pack variable-length records into rows of ``length`` tokens: see :func:`stoker.pack`.
+
+        Example:
+            >>> import stoker as sk
+            >>> ds = sk.from_sequence([{"tokens": [1, 2]}, {"tokens": [3]}]).pack(4)
+            >>> next(iter(sk.DataLoader(ds, batch_size=1)))["segment_ids"].tolist()
+            [[1, 1, 2, 0]]
+        """
+        return PackDataset(self, length, fields, pad_value=pad_value, overflow=overflow)
 
 
 class DatasetNode(Dataset[T]):
@@ -299,6 +322,7 @@ class IterDataset(Generic[T]):
 from ._sources.iterable import open_user_stream  # noqa: E402
 from ._transforms.filter import FilterDataset  # noqa: E402
 from ._transforms.map import MapDataset  # noqa: E402
+from ._transforms.pack import PackDataset  # noqa: E402
 from ._transforms.shard import ShardDataset  # noqa: E402
 from ._transforms.shuffle import ShuffleDataset  # noqa: E402
 from ._transforms.stream import BatchedStream, FilteredStream, MappedStream  # noqa: E402

@@ -6,8 +6,10 @@ and how many records it holds; None at the end of the epoch, after which
 ``final_state()`` is the state that starts the next epoch.
 
 Map-style datasets follow a sampler. Without a filter every batch is a fixed run of
-sampler positions; with one, a batch is filled with the next records that pass, and
-the state after a batch is the sampler position just after its last record, so the
+sampler positions; with one, a batch is filled with the next records that pass (with
+``pack``, rows are packed from the next records until one fits in none: a ``Filler``
+decides), and the state after a batch is the sampler position just after its last
+record, so the
 records read ahead are read again after a restore, never lost or repeated. Under
 ``last_batch="rollover"`` the records left at the end of an epoch (fewer than a
 batch) start the next one; the state carries them as (epoch, index) pairs.
@@ -25,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,7 +40,7 @@ from ._sampling.base import Sampler, SamplerCursor
 from ._sampling.shard import Shard
 from .errors import StateError
 
-__all__ = ["ChunkReader", "Item", "MapPlan"]
+__all__ = ["ChunkReader", "Filler", "Item", "MapPlan"]
 
 Item = tuple[Any, dict[str, Any], int]
 
@@ -113,7 +115,10 @@ class MapPlan(_Plan):
         self._chunk = batch_size if batch_size is not None else 32
         self._position = self._cursor.position
         self._final: dict[str, Any] | None = None
-        self._taken: list[tuple[Any, int, int]] = []
+        # Fills each batch of the filled path (kept on the plan: a timeout while filling
+        # loses nothing): the next records that pass, or rows packed from them.
+        packer = builder.dataset._packer(self._batch_size)
+        self._filler: Filler = packer if packer is not None else _Records(self._batch_size)
         self._reader: ChunkReader | None = None
 
     def _ctx(self, epoch: int) -> Context:
@@ -237,24 +242,63 @@ class MapPlan(_Plan):
         return True
 
     def _next_filled(self) -> Item | None:
-        size = self._batch_size
-        taken = self._taken  # kept on the plan: a timeout while filling loses nothing
-        while len(taken) < size:
+        filler = self._filler
+        while not filler.full:
             if not self._ready and not self._fill():
                 break
-            record, epoch, index = self._ready.popleft()
+            record, epoch, index = self._ready[0]
+            if record is not SKIP and not filler.add(record, epoch, index):
+                break  # it does not fit: it starts the next batch
+            self._ready.popleft()
             if epoch == self._epoch:
                 self._position += 1
-            if record is not SKIP:
-                taken.append((record, epoch, index))
-        self._taken = []
-        if not taken or (len(taken) < size and self._last_batch != "keep"):
-            self._finish([(e, i) for _, e, i in taken])
+        items, taken = filler.take()
+        if not items or (len(items) < self._batch_size and self._last_batch != "keep"):
+            self._finish(taken)
             return None
-        records = [r for r, _, _ in taken]
-        batch = self._builder.collate(records) if self._collate else records[0]
+        batch = self._builder.collate(items) if self._collate else items[0]
         self._batches += 1
-        return batch, self.state(), len(taken)
+        return batch, self.state(), len(items)
+
+
+class Filler(Protocol):
+    """Builds the batches of the filled path from records in sampler order.
+
+    ``add`` takes a record into the batch and returns True, or returns False when
+    the record does not fit (it then starts the next batch); ``full`` is True when no
+    record fits any more; ``take()`` returns the batch's items (records or packed
+    rows) and the (epoch, index) of every record consumed, and starts a new batch.
+    """
+
+    @property
+    def full(self) -> bool: ...
+
+    def add(self, record: Any, epoch: int, index: int) -> bool: ...
+
+    def take(self) -> tuple[list[Any], list[tuple[int, int]]]: ...
+
+
+class _Records:
+    """The default filler: the next ``size`` records that pass make a batch."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._records: list[Any] = []
+        self._taken: list[tuple[int, int]] = []
+
+    @property
+    def full(self) -> bool:
+        return len(self._records) >= self._size
+
+    def add(self, record: Any, epoch: int, index: int) -> bool:
+        self._records.append(record)
+        self._taken.append((epoch, index))
+        return True
+
+    def take(self) -> tuple[list[Any], list[tuple[int, int]]]:
+        records, taken = self._records, self._taken
+        self._records, self._taken = [], []
+        return records, taken
 
 
 class ChunkReader:

@@ -103,6 +103,11 @@ class BatchBuilder:
         self.counters = BuildCounters()
 
     @property
+    def dataset(self) -> Dataset[Any]:
+        """The map-style dataset it reads (an empty stand-in when it only collates)."""
+        return self._dataset
+
+    @property
     def pool(self) -> BufferPool:
         return self._pool
 

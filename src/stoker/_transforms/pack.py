@@ -1,0 +1,364 @@
+"""``pack``: variable-length records packed into fixed-length rows, in sampler order.
+
+A packed dataset is read by the loader like a filtered one: records are read ahead
+in chunks (on workers, when there are any), and the parent builds each batch from
+the next records in sampler order. Its :class:`Packer` puts every record into the
+first of the batch's rows that has room for it (first fit); the first record that
+fits in none of them starts the next batch. A batch is therefore always a
+contiguous run of sampler positions, and the loader's state after it (the sampler
+position just after its last record) resumes exactly, as for a filter.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from .._context import SKIP, Context, Skip
+from .._dataset import Dataset, IterDataset, UnaryNode
+from ..errors import CollateError, ConfigError, NotSupportedError
+
+__all__ = ["PackDataset", "Packer", "pack"]
+
+SEGMENT_IDS = "segment_ids"
+POSITIONS = "positions"
+OVERFLOWS = ("truncate", "split")
+
+Row = dict[str, np.ndarray]
+
+
+def pack(
+    ds: Dataset[Any] | IterDataset[Any],
+    length: int,
+    fields: Sequence[str] | str = ("tokens",),
+    *,
+    pad_value: Any = 0,
+    overflow: str = "truncate",
+) -> Dataset[Row]:
+    """Pack variable-length records into rows of exactly ``length`` tokens.
+
+    Every record must be a dict whose ``fields`` are 1-D sequences of equal length
+    (NumPy arrays or lists: token ids, labels, loss weights). A row is a dict with
+    each field padded with ``pad_value``, plus ``"segment_ids"`` (int32: 1, 2, ...
+    for the records in the row, 0 for padding) and ``"positions"`` (int32: the
+    position of each token within its record, 0 for padding). Records go, in the
+    sampler's order, into the first row of the batch with room for them; a batch of
+    ``batch_size`` rows ends at the first record that fits in none of its rows, which
+    starts the next one. The packing thus depends only on (seed, epoch), never on
+    workers, and the loader's state resumes it exactly.
+
+    Use it as the last stage of a pipeline (``map`` and ``filter`` go before it; the
+    loader's ``collate_fn`` gets the rows), with a loader over one host (not
+    ``shard=``). ``len()`` stays that of ``ds`` (an upper bound on the number of rows,
+    as for a filter), so ``len(loader)`` is a ``TypeError``; ``ds[i]`` is refused.
+
+    Args:
+        ds: a map-style dataset of dict records.
+        length: the number of tokens in a row.
+        fields: the names of the fields to pack (one name, or several of equal length
+            per record). The records must have no other fields: select them in a
+            ``map`` first.
+        pad_value: the fill of the packed fields: a scalar, or a dict field -> scalar
+            (fields it does not name get 0).
+        overflow: what happens to a record longer than ``length``. ``"truncate"``
+            (default): its first ``length`` tokens are kept, the rest dropped.
+            ``"split"``: it is cut into pieces of ``length`` tokens (the last one
+            shorter), each packed as a record of its own (positions restart at 0),
+            all in the same batch; a record longer than ``batch_size * length`` is
+            then a :class:`~stoker.CollateError`.
+
+    Returns:
+        The packed dataset, for ``sk.DataLoader``.
+
+    Example:
+        >>> import stoker as sk
+        >>> ds = sk.from_sequence([{"tokens": [1, 2, 3]}, {"tokens": [4, 5]}, {"tokens": [6]}])
+        >>> batch = next(iter(sk.DataLoader(sk.pack(ds, length=4), batch_size=2)))
+        >>> batch["tokens"].tolist()
+        [[1, 2, 3, 6], [4, 5, 0, 0]]
+        >>> batch["segment_ids"].tolist(), batch["positions"].tolist()
+        ([[1, 1, 1, 2], [1, 1, 0, 0]], [[0, 1, 2, 0], [0, 1, 0, 0]])
+
+    Errors:
+        ConfigError: a ``length`` that is not an int >= 1, no ``fields``, a field
+            named ``"segment_ids"`` or ``"positions"``, an unknown ``overflow``, or a
+            dict ``pad_value`` naming fields that are not packed.
+        NotSupportedError: ``ds`` is a stream (``IterDataset``).
+        CollateError: while loading, a record that is not a dict of exactly
+            ``fields``, whose fields are not 1-D numeric sequences of equal length.
+    """
+    if isinstance(ds, IterDataset):
+        raise NotSupportedError(
+            "pack() needs a map-style dataset: a stream's records cannot be re-read "
+            "to resume inside a batch; load the stream into a map-style source first"
+        )
+    if not isinstance(ds, Dataset):
+        raise TypeError(f"pack() needs a stoker Dataset, got {type(ds).__name__}")
+    return PackDataset(ds, length, fields, pad_value=pad_value, overflow=overflow)
+
+
+class PackDataset(UnaryNode[Row]):
+    """The parent's records, checked and made arrays, for a loader to pack into rows.
+
+    Built by :func:`pack` (see there); the loader asks it for a :class:`Packer`.
+    Its records are the parent's, each a dict of 1-D arrays (truncated to ``length``
+    under ``overflow="truncate"``), made on workers when there are any.
+
+    Example:
+        >>> import stoker as sk
+        >>> packed = sk.range(3).map(lambda i: {"tokens": [i] * (i + 1)}).pack(4)
+        >>> len(packed)
+        3
+
+    Errors:
+        NotSupportedError: ``ds[i]``, or chaining a stage after it.
+    """
+
+    _releases_gil = True  # NumPy conversions only: the parents decide
+
+    def __init__(
+        self,
+        parent: Dataset[Any],
+        length: int,
+        fields: Sequence[str] | str = ("tokens",),
+        *,
+        pad_value: Any = 0,
+        overflow: str = "truncate",
+    ) -> None:
+        row_length = _row_length(length)
+        names = (fields,) if isinstance(fields, str) else tuple(fields)
+        if not names or not all(isinstance(f, str) for f in names):
+            raise ConfigError(f"pack() needs fields: one or more field names, got {fields!r}")
+        clash = sorted({SEGMENT_IDS, POSITIONS} & set(names))
+        if clash:
+            raise ConfigError(
+                f"pack() adds {SEGMENT_IDS!r} and {POSITIONS!r} to each row: rename the "
+                f"field(s) {clash} in a map first"
+            )
+        if overflow not in OVERFLOWS:
+            raise ConfigError(f"overflow must be one of {OVERFLOWS}, got {overflow!r}")
+        if isinstance(pad_value, Mapping):
+            unknown = sorted(set(pad_value) - set(names), key=str)
+            if unknown:
+                raise ConfigError(f"pad_value names {unknown}, which are not packed: {names}")
+            fills = {f: pad_value.get(f, 0) for f in names}
+        else:
+            fills = dict.fromkeys(names, pad_value)
+        super().__init__(parent)
+        self._length = row_length
+        self._fields: tuple[str, ...] = names
+        self._fills: dict[str, Any] = fills
+        self._split: bool = overflow == "split"
+
+    @property
+    def _may_skip(self) -> bool:
+        return True  # read like a filter: ahead, in chunks, batches built in order
+
+    def _packer(self, rows: int) -> Packer:
+        return Packer(self._length, self._fields, self._fills, rows, split=self._split)
+
+    def _fetch(self, indices: np.ndarray, ctx: Context) -> list[Row | Skip]:
+        records = self._parent._fetch(indices, ctx.child(0))
+        return [r if r is SKIP else self._checked(r) for r in records]
+
+    def _checked(self, record: Any) -> Row:
+        fields = self._fields
+        if not isinstance(record, Mapping) or set(record) != set(fields):
+            got = sorted(record, key=str) if isinstance(record, Mapping) else type(record).__name__
+            raise CollateError(
+                f"pack() packs records that are dicts of exactly the fields {list(fields)}, "
+                f"got {got}; select those fields in a map before pack(), or name every "
+                "per-token field in fields="
+            )
+        out: Row = {}
+        n = -1
+        for f in fields:
+            a = np.asarray(record[f])
+            if a.ndim != 1 or (a.dtype.kind not in "biuf" and a.size):
+                raise CollateError(
+                    f"pack() needs {f!r} to be a 1-D sequence of numbers, got an array of "
+                    f"shape {a.shape} and dtype {a.dtype}"
+                )
+            if n >= 0 and len(a) != n:
+                raise CollateError(
+                    f"pack() needs the fields {list(fields)} of a record to be equally long, "
+                    f"got {n} and {len(a)} tokens ({f!r})"
+                )
+            n = len(a)
+            out[f] = a if self._split else a[: self._length]
+        return out
+
+    def __getitem__(self, index: int) -> NoReturn:
+        raise NotSupportedError(
+            "a packed dataset has no record i: its rows are built in the loader's order; "
+            "iterate it with sk.DataLoader(packed, batch_size=...)"
+        )
+
+    def __getitems__(self, indices: Sequence[int]) -> NoReturn:
+        self.__getitem__(0)
+
+    def _refuse(self, what: str) -> NoReturn:
+        raise NotSupportedError(
+            f"pack() must be the last stage: apply {what} before pack(), or change the "
+            "packed batches in the loader's collate_fn"
+        )
+
+    def map(self, fn: Callable[..., Any], *, seeded: bool = False) -> NoReturn:
+        self._refuse("map")
+
+    def filter(self, pred: Callable[[Row], bool]) -> NoReturn:
+        self._refuse("filter")
+
+    def shuffle(self, seed: int) -> NoReturn:
+        self._refuse("shuffle")
+
+    def shard(self, index: int, count: int) -> NoReturn:
+        self._refuse("shard")
+
+    def pack(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse("pack")
+
+    def __repr__(self) -> str:
+        return f"PackDataset(len={len(self)}, length={self._length}, fields={self._fields})"
+
+
+def _row_length(length: object) -> int:
+    if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 1:
+        raise ConfigError(f"pack() needs a length that is an int >= 1, got {length!r}")
+    return int(length)
+
+
+class Packer:
+    """Builds one batch of up to ``rows`` packed rows, first fit, from records in order.
+
+    ``add(record, epoch, index)`` puts a record (a dict of 1-D arrays) into the first
+    row with room and returns True, or returns False (taking nothing) when no row has
+    room: the batch is complete. ``take()`` returns the rows and the (epoch, index)
+    of every record in them, and starts an empty batch. ``full`` is True when no
+    record could be added any more.
+
+    Example:
+        >>> import numpy as np
+        >>> p = Packer(4, ("tokens",), {"tokens": 0}, rows=1)
+        >>> p.add({"tokens": np.array([1, 2])}, 0, 0), p.add({"tokens": np.array([3, 4, 5])}, 0, 1)
+        (True, False)
+        >>> rows, taken = p.take()
+        >>> rows[0]["tokens"].tolist(), taken
+        ([1, 2, 0, 0], [(0, 0)])
+    """
+
+    def __init__(
+        self,
+        length: int,
+        fields: tuple[str, ...],
+        fills: dict[str, Any],
+        rows: int,
+        *,
+        split: bool = False,
+    ) -> None:
+        self._length = length
+        self._fields = fields
+        self._fills = fills
+        self._rows = rows
+        self._split = split
+        self._reset()
+
+    def _reset(self) -> None:
+        self._free: list[int] = []  # room left in each open row
+        self._pieces: list[list[Row]] = []  # the pieces in each open row, in order
+        self._taken: list[tuple[int, int]] = []
+
+    @property
+    def full(self) -> bool:
+        return len(self._free) == self._rows and not any(self._free)
+
+    def add(self, record: Row, epoch: int, index: int) -> bool:
+        length = self._length
+        n = len(record[self._fields[0]])
+        if n == 0:  # nothing to place: consumed all the same
+            self._taken.append((epoch, index))
+            return True
+        if n <= length:
+            row = self._fit(n)
+            if row < 0:
+                return False
+            self._place(row, record, n)
+        else:  # overflow="split" (records were truncated otherwise)
+            whole, rest = divmod(n, length)
+            if whole + (rest > 0) > self._rows:
+                raise CollateError(
+                    f"a record of {n} tokens needs {whole + (rest > 0)} rows of "
+                    f"{length}, more than a batch of {self._rows} rows: use a larger "
+                    "batch_size or length, or overflow='truncate'"
+                )
+            if len(self._free) + whole > self._rows:
+                return False
+            for k in range(whole):  # full pieces each fill a new row
+                piece = {f: a[k * length : (k + 1) * length] for f, a in record.items()}
+                self._free.append(length)
+                self._place(len(self._free) - 1, piece, length)
+            if rest:
+                row = self._fit(rest)
+                if row < 0:  # all rows taken: the pieces so far go back, the record waits
+                    del self._free[len(self._free) - whole :]
+                    del self._pieces[len(self._pieces) - whole :]
+                    return False
+                self._place(row, {f: a[whole * length :] for f, a in record.items()}, rest)
+        self._taken.append((epoch, index))
+        return True
+
+    def _fit(self, n: int) -> int:
+        """The first row with room for ``n`` tokens (opening one if allowed), or -1."""
+        for row, free in enumerate(self._free):
+            if free >= n:
+                return row
+        if len(self._free) < self._rows:
+            self._free.append(self._length)
+            return len(self._free) - 1
+        return -1
+
+    def _place(self, row: int, piece: Row, n: int) -> None:
+        if row == len(self._pieces):
+            self._pieces.append([])
+        self._pieces[row].append(piece)
+        self._free[row] -= n
+
+    def take(self) -> tuple[list[Row], list[tuple[int, int]]]:
+        pieces, taken = self._pieces, self._taken
+        self._reset()
+        if not pieces:
+            return [], taken
+        length, nrows = self._length, len(pieces)
+        flat_pieces = [p for row in pieces for p in row]
+        lens = np.array([len(p[self._fields[0]]) for p in flat_pieces], dtype=np.int64)
+        totals = np.array([sum(len(p[self._fields[0]]) for p in row) for row in pieces])
+        mask = np.arange(length) < totals[:, None]
+        batch: dict[str, np.ndarray] = {}
+        for f in self._fields:
+            flat = np.concatenate([p[f] for p in flat_pieces])
+            try:
+                out = np.full((nrows, length), self._fills[f], dtype=flat.dtype)
+            except (OverflowError, TypeError, ValueError) as exc:
+                raise CollateError(
+                    f"cannot pad {f!r} with {self._fills[f]!r}: {exc}; choose a pad_value "
+                    f"that {flat.dtype} can hold"
+                ) from exc
+            out[mask] = flat
+            batch[f] = out
+        seg_of_piece = np.concatenate(
+            [np.arange(1, len(row) + 1, dtype=np.int32) for row in pieces]
+        )
+        starts = np.cumsum(lens) - lens
+        segment_ids = np.zeros((nrows, length), dtype=np.int32)
+        segment_ids[mask] = np.repeat(seg_of_piece, lens)
+        positions = np.zeros((nrows, length), dtype=np.int32)
+        positions[mask] = np.arange(int(lens.sum()), dtype=np.int32) - np.repeat(
+            starts.astype(np.int32), lens
+        )
+        batch[SEGMENT_IDS] = segment_ids
+        batch[POSITIONS] = positions
+        rows = [{k: v[i] for k, v in batch.items()} for i in range(nrows)]
+        return rows, taken
