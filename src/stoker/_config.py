@@ -49,6 +49,8 @@ class LoaderConfig:
     on_error: Literal["raise", "skip"]
     max_errors: int
     shard: Shard | str | None
+    max_restarts: int = 10
+    watchdog: float | None = 60.0
 
     def __post_init__(self) -> None:
         self._check_batching()
@@ -137,6 +139,20 @@ class LoaderConfig:
         ):
             raise ConfigError(
                 f"timeout must be a number of seconds > 0 or None, got {self.timeout!r}"
+            )
+        if not _is_int(self.max_restarts) or self.max_restarts < 0:
+            raise ConfigError(
+                f"max_restarts must be an int >= 0 (worker replacements under "
+                f"restart_workers=True before raising), got {self.max_restarts!r}"
+            )
+        if self.watchdog is not None and (
+            isinstance(self.watchdog, bool)
+            or not isinstance(self.watchdog, int | float)
+            or self.watchdog <= 0
+        ):
+            raise ConfigError(
+                f"watchdog must be a number of seconds > 0 (how long next() waits before "
+                f"it logs what is in flight) or None to turn it off, got {self.watchdog!r}"
             )
         if self.on_error not in ON_ERROR_MODES:
             raise ConfigError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")

@@ -67,9 +67,16 @@ class DataLoader(Generic[B]):
             start; its result is ``info.init_arg`` in every worker.
         restart_workers: replace a worker process that died and re-issue its jobs
             (default: raise :class:`~stoker.WorkerCrashed`).
+        max_restarts: with ``restart_workers=True``, how many workers may be replaced
+            over the loader's life before :class:`~stoker.WorkerCrashed` is raised. A
+            worker that exits while starting is never replaced.
         start_method: how worker processes start: "forkserver" (default, safe after
             JAX or PyTorch started threads), "spawn" or "fork".
         timeout: seconds to wait for a batch before :class:`~stoker.LoaderTimeout`.
+        watchdog: seconds ``next()`` waits before it logs, once, a warning (logger
+            ``"stoker"``) naming the batches and samples in flight and the stacks of
+            the workers reading them; the same goes into ``it.stats().watchdog``.
+            None turns it off. It never raises (``timeout`` does).
         on_error: "raise", or "skip" records whose loading raises (at most
             ``max_errors``, then raise).
         shard: load one host's slice of every global batch: ``sk.Shard(index, count)``,
@@ -122,6 +129,8 @@ class DataLoader(Generic[B]):
         on_error: Literal["raise", "skip"] = "raise",
         max_errors: int = 10,
         shard: Shard | str | None = None,
+        max_restarts: int = 10,
+        watchdog: float | None = 60.0,
     ) -> None:
         if batch_sampler is not None and batch_size is not _UNSET:
             raise ConfigError(
@@ -148,6 +157,8 @@ class DataLoader(Generic[B]):
             on_error=on_error,
             max_errors=max_errors,
             shard=shard,
+            max_restarts=max_restarts,
+            watchdog=watchdog,
         )
         if timeout is not None and prefetch == 0 and num_workers == 0:
             raise ConfigError(

@@ -103,5 +103,6 @@ def start_executor(loader: DataLoader[Any]) -> Any:
         spec,
         start_method=cfg.start_method,
         restart=cfg.restart_workers,
+        max_restarts=cfg.max_restarts,
         slot_cap=depth + 4,
     )

@@ -34,14 +34,16 @@ from .shm import attach, sharing_for_workers
 from .slots import SlotRef, SlotRing, views
 from .worker import PackedError, worker_main
 
-__all__ = ["ProcessExecutor"]
+__all__ = ["DEFAULT_MAX_RESTARTS", "ProcessExecutor"]
 
+DEFAULT_MAX_RESTARTS = 10
+"""Worker replacements an executor makes under ``restart_workers=True`` before raising."""
 _GRACE_SECONDS = 1.0  # for a worker to finish its job and stop before SIGTERM
 _JOIN_SECONDS = 5.0
 
 
 class _Worker:
-    __slots__ = ("conn", "id", "job", "lifeline", "pid", "process", "retired")
+    __slots__ = ("conn", "id", "job", "lifeline", "pid", "process", "ready", "retired")
 
     def __init__(self, worker_id: int, process: Any, conn: Connection, lifeline: Connection):
         self.id = worker_id
@@ -51,6 +53,7 @@ class _Worker:
         self.pid: int = process.pid
         self.job: tuple[Job, Future[Done], SlotRef | None] | None = None
         self.retired: list[int] = []
+        self.ready = False  # it said "ready": it started and unpickled the pipeline
 
 
 class ProcessExecutor(QueuedExecutor):
@@ -87,15 +90,21 @@ class ProcessExecutor(QueuedExecutor):
         *,
         start_method: str = "forkserver",
         restart: bool = False,
+        max_restarts: int = DEFAULT_MAX_RESTARTS,
         slot_cap: int = 8,
     ) -> None:
         super().__init__(spec.num_workers)
         self._restart = restart
+        self._restarts_left = max_restarts
+        self._max_restarts = max_restarts
         self._ctx = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
-            # Workers forked from a server that already imported stoker (and the main
-            # module, as by default) start without importing either again.
-            self._ctx.set_forkserver_preload(["__main__", "stoker._exec.worker"])
+            # Workers forked from a server that already imported stoker start without
+            # importing it again. The main module is not preloaded: a script without
+            # a __main__ guard would run its loop in the server. mainless.py makes
+            # the server's workers skip re-running it (cloudpickle ships __main__
+            # functions by value, so workers never need it).
+            self._ctx.set_forkserver_preload(["stoker._exec.mainless", "stoker._exec.worker"])
         with sharing_for_workers():
             self._payload = dumps_for_workers(spec)
         self._ring = SlotRing(slot_cap)
@@ -194,6 +203,7 @@ class ProcessExecutor(QueuedExecutor):
                 held[1].set_exception(exc)
             return True
         if tag == "ready":
+            worker.ready = True
             return True
         with self._cond:
             held, worker.job = worker.job, None
@@ -262,7 +272,10 @@ class ProcessExecutor(QueuedExecutor):
                 self._ring.release(held[2])
             index = self._workers.index(worker)
             _close_conns(worker)
-            if self._restart:
+            # It exited (not killed) before it could start: restarting it would loop.
+            starting = not worker.ready and self.broken is None and (code is None or code > 0)
+            if self._restart and not starting and self._restarts_left > 0:
+                self._restarts_left -= 1
                 self._workers[index] = self._spawn(worker.id)
                 self._dead.append(worker)
                 if held is not None:
@@ -275,11 +288,9 @@ class ProcessExecutor(QueuedExecutor):
                 if held is not None:
                     held[1].set_exception(self.broken)
                 return
-            doing = f"building {held[0].where}" if held is not None else "idle"
             crash = WorkerCrashed(
-                f"worker process {worker.id} (pid {worker.pid}) {_describe_exit(code)} while "
-                f"{doing}; pass restart_workers=True to replace crashed workers and re-issue "
-                "their jobs, or look for the record that kills it (memory, a C extension)",
+                _crash_message(worker, code, held[0] if held is not None else None, starting)
+                + self._restart_advice(starting),
                 batch_index=held[0].seq if held is not None and held[0].kind == "build" else None,
             )
             crash.pid = worker.pid  # type: ignore[attr-defined]
@@ -287,6 +298,19 @@ class ProcessExecutor(QueuedExecutor):
         if held is not None:
             held[1].set_exception(crash)
         self._break(crash)
+
+    def _restart_advice(self, starting: bool) -> str:
+        if starting:
+            return ""
+        if not self._restart:
+            return (
+                "; pass restart_workers=True to replace crashed workers and re-issue their "
+                "jobs, or look for the record that kills it (memory, a C extension)"
+            )
+        return (
+            f"; workers were already replaced max_restarts={self._max_restarts} times: look "
+            "for the record that kills them (memory, a C extension), or raise max_restarts="
+        )
 
     # -- ending ---------------------------------------------------------------------
 
@@ -364,6 +388,23 @@ def _stop_processes(processes: list[Any]) -> None:
     for process in processes:
         with contextlib.suppress(ValueError):  # still running after SIGKILL: reaped later
             process.close()
+
+
+def _crash_message(worker: _Worker, code: int | None, job: Job | None, starting: bool) -> str:
+    """What happened to a worker that died, and (when it died starting) why it may have."""
+    where = f"worker process {worker.id} (pid {worker.pid}) {_describe_exit(code)}"
+    if starting:
+        return (
+            f"{where} while starting, before it could take a job (its own error, if any, "
+            "is printed above). A worker started with start_method='spawn' (or by a fork "
+            "server that another library started) runs the main script again: a script "
+            "whose loop is not under an 'if __name__ == \"__main__\":' guard starts the "
+            "loop again in every worker. Put the loop under that guard, or use the default "
+            "start_method='forkserver' (or 'fork'); also check that worker_init_fn and the "
+            "dataset can be unpickled in a fresh process"
+        )
+    doing = f"building {job.where}" if job is not None else "idle"
+    return f"{where} while {doing}"
 
 
 def _describe_exit(code: int | None) -> str:
