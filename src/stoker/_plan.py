@@ -9,8 +9,8 @@ Map-style datasets follow a sampler. Without a filter every batch is a fixed run
 sampler positions; with one, a batch is filled with the next records that pass (with
 ``pack``, rows are packed from the next records until one fits in none: a ``Filler``
 decides), and the state after a batch is the sampler position just after its last
-record, so the
-records read ahead are read again after a restore, never lost or repeated. Under
+record, so the records read ahead are read again after a restore, never lost or
+repeated. Under
 ``last_batch="rollover"`` the records left at the end of an epoch (fewer than a
 batch) start the next one; the state carries them as (epoch, index) pairs.
 

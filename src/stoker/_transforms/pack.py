@@ -327,14 +327,14 @@ class Packer:
         self._free[row] -= n
 
     def take(self) -> tuple[list[Row], list[tuple[int, int]]]:
-        pieces, taken = self._pieces, self._taken
+        pieces, free, taken = self._pieces, self._free, self._taken
         self._reset()
         if not pieces:
             return [], taken
-        length, nrows = self._length, len(pieces)
+        length, nrows, first = self._length, len(pieces), self._fields[0]
         flat_pieces = [p for row in pieces for p in row]
-        lens = np.array([len(p[self._fields[0]]) for p in flat_pieces], dtype=np.int64)
-        totals = np.array([sum(len(p[self._fields[0]]) for p in row) for row in pieces])
+        lens = np.array([len(p[first]) for p in flat_pieces], dtype=np.int64)
+        totals = length - np.array(free, dtype=np.int64)  # tokens in each row
         mask = np.arange(length) < totals[:, None]
         batch: dict[str, np.ndarray] = {}
         for f in self._fields:
@@ -348,9 +348,9 @@ class Packer:
                 ) from exc
             out[mask] = flat
             batch[f] = out
-        seg_of_piece = np.concatenate(
-            [np.arange(1, len(row) + 1, dtype=np.int32) for row in pieces]
-        )
+        per_row = np.array([len(row) for row in pieces], dtype=np.int64)  # pieces a row
+        first_piece = np.cumsum(per_row) - per_row
+        seg_of_piece = np.arange(len(lens)) - np.repeat(first_piece, per_row) + 1
         starts = np.cumsum(lens) - lens
         segment_ids = np.zeros((nrows, length), dtype=np.int32)
         segment_ids[mask] = np.repeat(seg_of_piece, lens)
