@@ -12,6 +12,7 @@ Needs ``datasets`` (``pip install 'stoker[hf]'``), imported only when called.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -23,7 +24,7 @@ from .._sampling.shard import Shard
 from .._transforms.stream import Cursor, StreamNode, parent_state, state_count
 from ..errors import ConfigError, StateError
 from .columns import Columns
-from .extras import require
+from .extras import MissingExtra, require
 from .shared import SharedArray, share_lock
 from .table import TableDataset
 
@@ -32,6 +33,25 @@ __all__ = ["HFDataset", "HFStream", "from_hf"]
 _WHAT = "the HuggingFace dataset"
 
 Record = dict[str, Any]
+
+_copy_lock = threading.Lock()
+
+
+def _private_copy(hf: Any) -> Any:
+    """A copy of an HF ``IterableDataset`` to iterate: HF keeps the iteration state on
+    the object (and its chain), so two passes must not share one.
+
+    The copy shares what HF shares between copies itself: the class-wide cache of
+    Hub file systems, which other threads may grow while it is copied.
+    """
+    memo: dict[int, Any] = {}
+    try:
+        cache = require("huggingface_hub", "hf").HfFileSystem._cache
+        memo[id(cache)] = cache
+    except (MissingExtra, AttributeError):
+        pass
+    with _copy_lock:
+        return copy.deepcopy(hf, memo)
 State = dict[str, Any]
 
 
@@ -308,7 +328,7 @@ class HFStream(StreamNode[Record]):
                     self._convert[name] = fn
 
     def _open_hf(self, epoch: int, shard: Shard) -> Any:
-        hf = copy.deepcopy(self._hf)  # HF keeps the iteration state on the object
+        hf = _private_copy(self._hf)
         hf.set_epoch(epoch)
         if shard.count > 1:
             distributed = require("datasets.distributed", "hf")
