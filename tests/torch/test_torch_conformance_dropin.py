@@ -95,7 +95,7 @@ def test_unbatched_shuffle_shuffles_every_record(workers: int) -> None:
 
 
 @pytest.mark.usefixtures("no_leaks")
-@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("workers", [1, 2])  # without workers, random is the caller's
 def test_resuming_a_stream_shuffled_by_the_worker_seed_is_exact(workers: int) -> None:
     def make() -> skt.DataLoader[Any]:
         return skt.DataLoader(ShuffledShards(24), batch_size=3, num_workers=workers)
@@ -229,7 +229,9 @@ def test_a_dataset_that_grows_is_read_whole_every_epoch(kind: str, workers: int)
         loader = loader_class(data, num_workers=workers, **options)
         seen = []
         for _ in range(2):
-            seen.append((len(loader), sorted(int(x) for b in loader for x in b.reshape(-1))))
+            seen.append(
+                (len(loader), sorted(int(x) for b in loader for x in torch.as_tensor(b).view(-1)))
+            )
             data.items.extend([len(data.items), len(data.items) + 1])
         if isinstance(loader, skt.DataLoader):
             loader.close()
@@ -265,6 +267,7 @@ def test_an_iterable_dataset_longer_than_its_length_warns(workers: int) -> None:
             loader.close()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # PyTorch's __del__
 def test_prefetch_factor_zero_with_workers_is_refused() -> None:
     with pytest.raises(AssertionError):
         iter(tud.DataLoader(Indexed(), num_workers=1, prefetch_factor=0))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.context
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["TorchArgs", "check_args"]
+__all__ = ["TorchArgs", "check_args", "warn_many_workers"]
 
 _START_METHODS = ("fork", "forkserver", "spawn")
 
@@ -55,7 +57,9 @@ def check_args(
 
     Errors:
         ConfigError: the combinations PyTorch rejects, and ``timeout`` without
-            workers (PyTorch fails on it when iterating).
+            workers or ``prefetch_factor=0`` with them (PyTorch fails on those when
+            iterating). TypeError: a ``multiprocessing_context`` that is neither a
+            name nor a context.
     """
     if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
         raise ConfigError(
@@ -77,6 +81,11 @@ def check_args(
         or prefetch_factor < 0
     ):
         raise ConfigError(f"prefetch_factor must be an int >= 0, got {prefetch_factor!r}")
+    elif prefetch_factor == 0:  # PyTorch fails on it when iterating
+        raise ConfigError(
+            "prefetch_factor=0 with workers would load nothing ahead: use prefetch_factor >= 1 "
+            "(batches loaded ahead per worker), or num_workers=0"
+        )
     if persistent_workers and num_workers == 0:
         raise ConfigError("persistent_workers=True needs num_workers > 0")
     if iterable:
@@ -142,10 +151,32 @@ def _start_method(context: Any, num_workers: int) -> str:
     elif isinstance(context, multiprocessing.context.BaseContext):
         method = context.get_start_method()
     else:
-        raise ConfigError(
+        raise TypeError(  # a wrong type, as PyTorch says
             "multiprocessing_context must be a start method name or a multiprocessing "
             f"context, got {type(context).__name__}"
         )
     if method not in _START_METHODS:
         raise ConfigError(f"start method {method!r} is not one of {_START_METHODS!r}")
     return method
+
+
+def warn_many_workers(num_workers: int) -> None:
+    """PyTorch's warning when more workers start than this process may use CPUs."""
+    if hasattr(os, "sched_getaffinity"):
+        cpus: int | None = len(os.sched_getaffinity(0))
+    else:
+        cpus = os.cpu_count()
+    if cpus is not None and num_workers <= cpus:
+        return
+    suggested = (
+        f"Our suggested max number of worker in current system is {cpus}, which is smaller "
+        "than what this DataLoader is going to create."
+        if cpus is not None
+        else "DataLoader is not able to compute a suggested max number of worker in current system."
+    )
+    warnings.warn(
+        f"This DataLoader will create {num_workers} worker processes in total. {suggested} "
+        "Please be aware that excessive worker creation might get DataLoader running slow or "
+        "even freeze, lower the worker number to avoid potential slowness/freeze if necessary.",
+        stacklevel=3,
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,6 +30,12 @@ class WorkerLife:
         self._persistent = persistent
         self._active = 0
         self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        """An iterator is reading."""
+        with self._lock:
+            return self._active > 0
 
     def enter(self) -> None:
         """An iterator starts."""
@@ -64,11 +71,20 @@ class TorchLoaderIterator:
         pin: bool,
         life: WorkerLife,
         length: Callable[[], int],
+        *,
+        extra: Callable[[bool], dict[str, Any]],
+        len_called: int | None = None,
+        name: str = "",
     ) -> None:
         self._source = source
         self._shape = shape
         self._pin = pin
         self._length = length
+        self._extra = extra
+        self._len_called = len_called
+        self._name = name
+        self._yielded = 0
+        self._done = False
         self._finalizer = weakref.finalize(self, _end, source, life)
 
     def __iter__(self) -> Iterator[Any]:
@@ -78,8 +94,18 @@ class TorchLoaderIterator:
         try:
             batch = next(self._source)
         except StopIteration:
+            self._done = True
             self._finalizer()
             raise
+        self._yielded += 1
+        if self._len_called is not None and self._yielded > self._len_called:
+            warnings.warn(  # PyTorch's words
+                f"Length of IterableDataset {self._name} was reported to be "
+                f"{self._len_called} (when accessing len(dataloader)), but {self._yielded} "
+                "samples have been fetched. For multiprocessing data-loading, this could be "
+                "caused by not properly configuring the IterableDataset replica at each worker.",
+                stacklevel=2,
+            )
         batch = self._shape(batch)
         return pinned(batch) if self._pin else batch
 
@@ -88,8 +114,9 @@ class TorchLoaderIterator:
 
     def state_dict(self) -> dict[str, Any]:
         """The JSON-serialisable state right after the last batch yielded (see
-        :meth:`stoker.LoaderIterator.state_dict`)."""
-        return self._source.state_dict()
+        :meth:`stoker.LoaderIterator.state_dict`), with the workers' base seed and a
+        stateful sampler's state (see :meth:`stoker.torch.DataLoader.state_dict`)."""
+        return {**self._source.state_dict(), "torch": self._extra(self._done)}
 
     def stats(self) -> sk.LoaderStats:
         """Counters and a bottleneck verdict of this pass so far."""

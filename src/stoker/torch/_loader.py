@@ -14,6 +14,13 @@ Mapping onto :class:`stoker.DataLoader`:
   ``torch.utils.data.get_worker_info()`` works and ``worker_init_fn(worker_id)`` runs.
 * The default collation stacks into stoker's recycled (shared-memory) buffers and
   hands them out as tensors without a copy, shaped as ``default_collate`` shapes them.
+* ``batch_size=None`` reads ``dataset[item]`` for every item the sampler yields, an
+  index or a list of indices (bulk loading), as PyTorch does.
+* A user's sampler is only iterated: ``set_epoch`` is the user's to call, as with
+  PyTorch. A sampler or dataset with ``state_dict()``/``load_state_dict()``
+  (torchdata's ``Stateful``) is asked for its state and given it back; the state also
+  holds the workers' base seed, as torchdata's ``StatefulDataLoader``'s does.
+* ``len(dataset)`` is read per epoch: a dataset that grows is read whole.
 """
 
 from __future__ import annotations
@@ -30,11 +37,13 @@ from torch.utils.data.dataloader import _InfiniteConstantSampler
 import stoker as sk
 
 from .._sources.wrap import as_dataset
-from ..errors import ConfigError
-from ._args import check_args
+from ..errors import ConfigError, StateError
+from ._args import check_args, warn_many_workers
 from ._device import pinning_available, warn_no_pinning
+from ._items import FirstRecord, ItemBatches, ItemReader
 from ._iterator import TorchLoaderIterator, WorkerLife
 from ._shapes import torch_collated, torch_converted
+from ._stateful import from_json, is_stateful, to_json
 from ._stream import TorchStream
 from ._workers import SeedBox, TorchWorkerInit, draw_base_seed
 
@@ -47,6 +56,27 @@ _FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "pe
 
 def _same(batch: Any) -> Any:
     return batch
+
+
+class _Hidden:
+    """A user's sampler as PyTorch's loader sees it: iterated, never told the epoch
+    (``set_epoch`` is the user's to call, as with PyTorch) nor asked for its state
+    (the drop-in keeps that)."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+
+    def __iter__(self) -> Any:
+        return iter(self.sampler)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+
+def _hidden(sampler: Any) -> Any:
+    if is_stateful(sampler) or callable(getattr(sampler, "set_epoch", None)):
+        return _Hidden(sampler)
+    return sampler
 
 
 class DataLoader(Generic[T_co]):
@@ -89,6 +119,9 @@ class DataLoader(Generic[T_co]):
         raised here. An exception in a worker reaches ``next()`` as its own type with
         the sample and batch index noted.
     """
+
+    sampler: Any
+    batch_sampler: Any
 
     def __init__(
         self,
@@ -138,28 +171,60 @@ class DataLoader(Generic[T_co]):
         self.persistent_workers = persistent_workers
         self.batch_size = args.batch_size
         self.drop_last = args.drop_last
-        seed = int(generator.initial_seed() if generator is not None else torch.initial_seed())
-        self.sampler = self._sampler(sampler, args.shuffle, iterable, seed)
-        if batch_sampler is None and args.batch_size is not None:
-            batch_sampler = BatchSampler(self.sampler, args.batch_size, args.drop_last)
-        self.batch_sampler = batch_sampler
-        batched = self.batch_sampler is not None
+        self._iterable = iterable
+        self._shuffle = args.shuffle
+        self._given_sampler = sampler
+        self._given_batch_sampler = batch_sampler
+        self._start_method = args.start_method
+        self._seed = int(
+            generator.initial_seed() if generator is not None else torch.initial_seed()
+        )
+        batched = batch_sampler is not None or args.batch_size is not None
         self.collate_fn = collate_fn or (
             torch_default_collate if batched else torch_default_convert
         )
-        # PyTorch's own collation is stoker's, into recycled buffers, shaped as PyTorch's.
-        self._shape: Callable[[Any], Any] = _same
-        if self.collate_fn is torch_default_collate and batched:
-            self._shape = torch_collated
-        elif self.collate_fn is torch_default_convert and not batched:
-            self._shape = torch_converted
         self._pin = bool(pin_memory) and pinning_available()
         if pin_memory and not self._pin:
             warn_no_pinning(stacklevel=2)
         self._seeds = SeedBox()
-        self._loader: sk.DataLoader[Any] = self._stoker_loader(seed, args.start_method)
-        self._life = WorkerLife(self._loader, persistent_workers)
+        # torchdata's Stateful protocol: the sampler the drop-in asks for its state.
+        stateful = batch_sampler if batch_sampler is not None else sampler
+        self._stateful_sampler = stateful if is_stateful(stateful) else None
+        self._sampler_start: Any = None  # its state when the most recent pass began
+        self._pending_torch: dict[str, Any] | None = None  # from load_state_dict
+        self._len_called: int | None = None  # len(dataset) of an IterableDataset, once asked
+        self._build()
         self._initialized = True
+
+    def _build(self) -> None:
+        """Samplers and the stoker loader for the dataset's current length."""
+        self._n = None if self._iterable else len(self.dataset)
+        sampler = self._sampler(self._given_sampler, self._shuffle, self._iterable, self._seed)
+        batch_sampler = self._given_batch_sampler
+        if batch_sampler is None and self.batch_size is not None:
+            batch_sampler = BatchSampler(sampler, self.batch_size, self.drop_last)
+        object.__setattr__(self, "sampler", sampler)
+        object.__setattr__(self, "batch_sampler", batch_sampler)
+        self._shape: Callable[[Any], Any] = _same
+        self._loader: sk.DataLoader[Any] = self._stoker_loader(self._seed, self._start_method)
+        self._life = WorkerLife(self._loader, self.persistent_workers)
+
+    def _refresh(self) -> None:
+        """Rebuild for a map-style dataset whose length changed (PyTorch reads it per epoch).
+
+        The epoch count and a loaded state carry over; a loaded state of the old length
+        is then refused by its ``dataset_len``.
+        """
+        if self._iterable or len(self.dataset) == self._n or self._life.active:
+            return
+        old = self._loader
+        pending = old._pending
+        next_epoch = old._next_epoch
+        old.close()
+        self._build()
+        self._loader._next_epoch = next_epoch
+        if pending is not None:
+            self._loader.load_state_dict(pending)
 
     def _sampler(self, sampler: Any, shuffle: bool, iterable: bool, seed: int) -> Any:
         if iterable:
@@ -171,21 +236,34 @@ class DataLoader(Generic[T_co]):
 
     def _stoker_loader(self, seed: int, start_method: str) -> sk.DataLoader[Any]:
         dataset, workers = self.dataset, self.num_workers
-        source = TorchStream(dataset) if isinstance(dataset, IterableDataset) else dataset
+        source: Any = TorchStream(dataset) if isinstance(dataset, IterableDataset) else dataset
+        stream = isinstance(source, TorchStream | sk.IterDataset)
         kwargs: dict[str, Any] = {}
-        own = self._shape is not _same  # stoker collates; the batches are reshaped
-        if self.batch_sampler is None:  # records one by one; collate_fn converts each
+        collate_fn: Any = self.collate_fn
+        if self.batch_sampler is None and not stream and self._given_sampler is not None:
+            # Each item of the sampler (an index or a list of them) is dataset[item].
+            kwargs["batch_sampler"] = ItemBatches(_hidden(self._given_sampler), dataset)
+            source, collate_fn = ItemReader(dataset), FirstRecord(self.collate_fn)
+        elif self.batch_sampler is None:  # records one by one; collate_fn converts each
             kwargs["batch_size"] = None
-            if not own:
-                source = as_dataset(source).map(self.collate_fn)
-        elif self.batch_size is None:
-            kwargs["batch_sampler"] = self.batch_sampler
-        else:
-            kwargs["batch_size"] = self.batch_size
-            if not isinstance(source, TorchStream | sk.IterDataset):
+            if not stream:
                 kwargs["sampler"] = self.sampler
-        if self.batch_sampler is not None and not own:
-            kwargs["collate_fn"] = self.collate_fn
+            if collate_fn is torch_default_convert:
+                self._shape = torch_converted  # stoker converts; the records are reshaped
+            else:
+                source = as_dataset(source).map(collate_fn)
+            collate_fn = None
+        else:
+            if self.batch_size is None:
+                kwargs["batch_sampler"] = _hidden(self.batch_sampler)
+            else:
+                kwargs["batch_size"] = self.batch_size
+                if not stream:
+                    given = self._given_sampler is not None
+                    kwargs["sampler"] = _hidden(self.sampler) if given else self.sampler
+            if collate_fn is torch_default_collate:
+                self._shape = torch_collated  # stoker collates; the batches are reshaped
+                collate_fn = None
         prefetch = 0  # without workers, load in step with the caller, as PyTorch does
         if workers:
             prefetch = (self.prefetch_factor or 0) * workers or 2 * workers
@@ -193,6 +271,7 @@ class DataLoader(Generic[T_co]):
             source,
             seed=seed,
             last_batch="drop" if self.drop_last else "keep",
+            collate_fn=collate_fn,
             num_workers=workers,
             worker_mode="process" if workers else "inline",
             prefetch=prefetch,
@@ -220,38 +299,84 @@ class DataLoader(Generic[T_co]):
         super().__setattr__(name, value)
 
     def __len__(self) -> int:
-        """Batches in an epoch, computed as PyTorch computes it.
+        """Batches in an epoch, computed as PyTorch computes it (the dataset's length is
+        read now, so a dataset that grew counts its new records).
 
         Errors:
             TypeError: an IterableDataset without ``__len__``.
         """
-        if isinstance(self.sampler, _InfiniteConstantSampler):
+        if self._given_batch_sampler is not None:
+            return len(self._given_batch_sampler)
+        if self._iterable:
+            n = self._len_called = len(self.dataset)
+        elif self._given_sampler is not None:
+            n = len(self._given_sampler)
+        else:
             n = len(self.dataset)
-            if self.batch_size is None:
-                return n
-            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-        if self.batch_sampler is not None:
-            return len(self.batch_sampler)
-        return len(self.sampler)
+        if self.batch_size is None:
+            return n
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     # -- iteration and state --------------------------------------------------------
 
     def __iter__(self) -> TorchLoaderIterator:
         """A fresh pass (the next epoch, or the state given to :meth:`load_state_dict`)."""
+        self._refresh()
+        pending, self._pending_torch = self._pending_torch or {}, None
         if not (self.persistent_workers and self._seeds.base_seed is not None):
             self._seeds.base_seed = draw_base_seed(self.generator)  # as PyTorch, per iterator
+        saved_seed = pending.get("base_seed")
+        if isinstance(saved_seed, int) and saved_seed != self._seeds.base_seed:
+            self._seeds.base_seed = saved_seed  # drawn anyway above, as torchdata does
+            if not self._life.active:
+                self._loader.close()  # persistent workers restart with the saved seed
+        sampler = self._stateful_sampler
+        if sampler is not None:
+            if pending.get("sampler") is not None:
+                sampler.load_state_dict(from_json(pending["sampler"]))
+            self._sampler_start = to_json(sampler.state_dict())
+        if self.num_workers:
+            warn_many_workers(self.num_workers)
         self._life.enter()
         try:
             source = self._loader.iter()
         except BaseException:
             self._life.leave()
             raise
-        return TorchLoaderIterator(source, self._shape, self._pin, self._life, self.__len__)
+        return TorchLoaderIterator(
+            source,
+            self._shape,
+            self._pin,
+            self._life,
+            self.__len__,
+            extra=self._extra,
+            len_called=self._len_called if self._iterable else None,
+            name=repr(self.dataset),
+        )
+
+    def _extra(self, finished: bool) -> dict[str, Any]:
+        """The drop-in's own state: the workers' base seed and the sampler's state
+        (at the start of the pass, or now after a pass ran to its end)."""
+        extra: dict[str, Any] = {"base_seed": self._seeds.base_seed}
+        sampler = self._stateful_sampler
+        if sampler is not None:
+            start = self._sampler_start
+            extra["sampler"] = to_json(sampler.state_dict()) if finished or start is None else start
+        return extra
 
     def state_dict(self) -> dict[str, Any]:
         """The state after the last batch of the most recent pass (JSON-serialisable);
-        after a pass ran to its end, the start of the next epoch."""
-        return self._loader.state_dict()
+        after a pass ran to its end, the start of the next epoch.
+
+        Besides the position it holds the workers' base seed and, for a sampler with
+        ``state_dict()``/``load_state_dict()``, the sampler's state, as torchdata's
+        ``StatefulDataLoader`` does.
+        """
+        if self._pending_torch is not None:
+            return {**self._loader.state_dict(), "torch": self._pending_torch}
+        box = self._loader._box
+        finished = box.finished or box.state is None
+        return {**self._loader.state_dict(), "torch": self._extra(finished)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` resume at ``state``.
@@ -259,7 +384,16 @@ class DataLoader(Generic[T_co]):
         Errors:
             StateError: a state saved by a loader with other settings or data.
         """
-        self._loader.load_state_dict(state)
+        if not isinstance(state, dict):
+            raise StateError(
+                f"a state is a dict returned by state_dict(), got {type(state).__name__}"
+            )
+        rest = dict(state)
+        extra = rest.pop("torch", None)
+        if extra is not None and not isinstance(extra, dict):
+            raise StateError(f"the state's 'torch' entry must be a dict, got {extra!r}")
+        self._loader.load_state_dict(rest)
+        self._pending_torch = extra
 
     def close(self) -> None:
         """End the worker processes now (idempotent)."""

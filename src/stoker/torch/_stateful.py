@@ -101,16 +101,16 @@ class StatefulStreamCursor(Cursor[Any]):
         state, ds = self._state, self._ds
         if state is not None and state["dataset"] is not None:
             ds.load_state_dict(from_json(state["dataset"]))
-        it = iter(ds)
+        it: Any = iter(ds)
         if state is not None and state["iterator"] is not None:
             if not is_stateful(it):
                 raise StateError(
                     f"the state holds the state of {type(ds).__name__}'s iterator, but its "
                     "iterator has no load_state_dict: pass a state saved with this dataset"
                 )
-            it.load_state_dict(from_json(state["iterator"]))  # type: ignore[attr-defined]
+            it.load_state_dict(from_json(state["iterator"]))
         self._it = it
-        return it
+        return self._it
 
     def __next__(self) -> Any:
         return next(self._it if self._it is not None else self._start())
