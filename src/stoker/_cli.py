@@ -52,7 +52,10 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument("--quick", action="store_true", help="2 repeats and a 256 MB memmap")
     bench.add_argument("--json", type=Path, metavar="PATH", help="also write the results here")
     bench.add_argument(
-        "--workloads", type=_names, metavar="A,B", help="comma-separated workloads (default: all)"
+        "--workloads",
+        type=_names,
+        metavar="A,B",
+        help="comma-separated workloads (default: all but those --list marks 'run by name')",
     )
     bench.add_argument(
         "--loaders",
@@ -84,12 +87,21 @@ def _bench(args: argparse.Namespace) -> int:
     if args.list:
         width = max(len(name) for name in registry)
         for name, workload in registry.items():
-            print(f"{name.ljust(width)}  {workload.summary}")
+            note = "" if workload.default else " (run by name)"
+            print(f"{name.ljust(width)}  {workload.summary}{note}")
         return 0
-    workloads = args.workloads or list(registry)
+    workloads = args.workloads or [name for name, w in registry.items() if w.default]
     unknown = [name for name in workloads if name not in registry]
     if unknown:
         parser.error(f"unknown workload {', '.join(unknown)}; choose from {', '.join(registry)}")
+    missing = {m: extra for name in workloads for m, extra in registry[name].missing()}
+    if missing:
+        needs = [name for name in workloads if registry[name].missing()]
+        extras = ",".join(sorted(set(missing.values())))
+        parser.error(
+            f"workload {', '.join(needs)} needs {', '.join(missing)}, not installed: "
+            f"pip install 'stoker[{extras}]'"
+        )
     loaders = args.loaders or list(_LOADERS)
     unknown = [name for name in loaders if name not in _LOADERS]
     if unknown:

@@ -77,6 +77,11 @@ class Runner:
             workers / latency when every record waits on simulated I/O); the report
             says what fraction of it was reached.
         show_mode: the table names the worker mode the loader used (for ``"auto"``).
+        versus: the label of the torch row that ``vs torch`` and the targets compare
+            this row with (the same worker count, say); None: the first torch row.
+        samples: records one epoch of this loader delivers, when it reads only the
+            first part of the workload's epoch (a baseline too slow to time whole; it
+            must be whole batches): it is timed and verified on those records alone.
     """
 
     label: str
@@ -85,6 +90,8 @@ class Runner:
     ordered: bool = True
     limit: float | None = None
     show_mode: bool = False
+    versus: str | None = None
+    samples: int | None = None
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ class Row:
     limit: float | None = None
     worker_mode: str | None = None
     show_mode: bool = False
+    versus: str | None = None
 
     @property
     def median(self) -> float:
@@ -137,24 +138,27 @@ class WorkloadResult:
     failures: list[str]
     targets: tuple[Target, ...] = ()
 
-    def _base(self, kind: Kind) -> Row | None:
+    def _base(self, kind: Kind, row: Row) -> Row | None:
+        if kind == "torch" and row.versus is not None:
+            return next((r for r in self.rows if r.loader == row.versus), None)
         return next((r for r in self.rows if r.kind == kind), None)
 
     def ratio(self, row: Row, kind: Kind) -> float | None:
-        """How many times faster ``row`` is than the first row of ``kind``, if there is one."""
-        base = self._base(kind)
-        return None if base is None else base.median / row.median
+        """How many times ``row``'s samples/s the first row of ``kind`` is (or the torch
+        row that ``row.versus`` names), if there is one."""
+        base = self._base(kind, row)
+        return None if base is None else row.samples_per_s / base.samples_per_s
 
     def warm_ratio(self, row: Row, kind: Kind) -> float | None:
         """Like :meth:`ratio`, for the second epoch of the same loader (None when not timed)."""
-        base = self._base(kind)
+        base = self._base(kind, row)
         if base is None or base.warm_median is None or row.warm_median is None:
             return None
-        return base.warm_median / row.warm_median
+        return (row.samples / row.warm_median) / (base.samples / base.warm_median)
 
     def first_batch_ratio(self, row: Row, kind: Kind) -> float | None:
         """How many times faster ``row`` gets its first batch than the first row of ``kind``."""
-        base = self._base(kind)
+        base = self._base(kind, row)
         return None if base is None else base.first_batch_median / row.first_batch_median
 
     def target_results(self) -> list[TargetResult]:
@@ -268,11 +272,12 @@ def run_workload(
         Row(
             r.label,
             r.kind,
-            prepared.samples,
+            prepared.samples if r.samples is None else r.samples,
             prepared.record_bytes,
             limit=r.limit,
             worker_mode=check.worker_mode,
             show_mode=r.show_mode,
+            versus=r.versus,
         )
         for r, check in zip(prepared.runners, checks, strict=True)
     ]
@@ -292,10 +297,10 @@ def run_workload(
                 f"(first batch {timing.first_batch:.3f} s{warm})"
             )
             for delivered in (timing.samples, timing.warm_samples):
-                if delivered is not None and delivered != prepared.samples:
+                if delivered is not None and delivered != row.samples:
                     failures.append(
                         f"{name} / {runner.label}: a timed epoch delivered {delivered} "
-                        f"samples, expected {prepared.samples}"
+                        f"samples, expected {row.samples}"
                     )
     return rows, checks, failures
 

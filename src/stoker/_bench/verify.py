@@ -98,10 +98,22 @@ def _difference(expected: np.ndarray, got: np.ndarray, exact: bool) -> str:
     return ""
 
 
-def _in_order(prepared: Prepared, label: str, batches: Iterator[Any]) -> Check:
+def _first(reference: Iterable[np.ndarray], samples: int | None) -> Iterator[np.ndarray]:
+    """The reference's batches up to ``samples`` records (all of them for None)."""
+    seen = 0
+    for batch in reference:
+        if samples is not None and seen >= samples:
+            return
+        seen += len(batch)
+        yield batch
+
+
+def _in_order(
+    prepared: Prepared, label: str, batches: Iterator[Any], samples: int | None = None
+) -> Check:
     limit = prepared.exact_batches
     compared = exact = 0
-    reference = iter(prepared.reference())
+    reference = _first(prepared.reference(), samples)
     while True:
         expected = next(reference, None)
         batch = next(batches, _END)
@@ -138,11 +150,12 @@ def verify_runner(prepared: Prepared, runner: Runner) -> Check:
     """Read one epoch of ``runner`` and compare its batches with the reference.
 
     In order for an ordered runner (the first ``exact_batches`` element by element, the
-    rest by fingerprint), as a multiset of exact digests for an unordered one.
+    rest by fingerprint), as a multiset of exact digests for an unordered one. A runner
+    that reads only part of the epoch (``runner.samples``) is compared with that part.
     """
     batches = iter(runner.make())
     if runner.ordered:
-        check = _in_order(prepared, runner.label, batches)
+        check = _in_order(prepared, runner.label, batches, runner.samples)
     else:
         check = _as_multiset(prepared, runner.label, batches)
     return replace(check, worker_mode=worker_mode(batches))
