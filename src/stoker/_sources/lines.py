@@ -27,7 +27,8 @@ _DENSE = 4  # read a file's whole span when it is at most this many times the re
 
 
 def line_files(paths: PathLike | Sequence[PathLike], what: str) -> list[str]:
-    """The files that ``paths`` (a path, a glob, or a list of them) names, in sorted order.
+    """The files that ``paths`` (a path, a glob, or a list of them) names: a list in
+    the order given, a glob's matches in sorted order.
 
     Example:
         >>> line_files([], "from_jsonl")
@@ -193,7 +194,8 @@ def from_jsonl(paths: PathLike | Sequence[PathLike]) -> JsonlDataset:
     rebuilt when the file's size or modification time changes.
 
     Args:
-        paths: a file, a glob, or a list of them; read in sorted order.
+        paths: a file, a glob, or a list of them (read in the order given; a glob's
+            matches in sorted order).
 
     Returns:
         A :class:`JsonlDataset` whose records are dicts key -> value.
@@ -334,8 +336,8 @@ def from_csv(
     field is doubled). An ``escapechar`` or ``doublequote=False`` is not supported.
 
     Args:
-        paths: a file, a glob, or a list of them, read in sorted order; every file
-            starts with the same header row.
+        paths: a file, a glob, or a list of them (in the order given; a glob's
+            matches sorted); every file starts with the same header row.
         dtypes: column -> ``"int"``, ``"float"`` or ``"str"``.
         encoding: the files' text encoding.
         **options: passed to :func:`csv.reader` (``delimiter``, ``quotechar``,
