@@ -442,8 +442,10 @@ def test_worker_init_fn_and_get_worker_info(mode):
     assert made == [loader]  # once, in this process, for both epochs
     x = np.concatenate([b["x"] for b in batches])
     np.testing.assert_array_equal(x, np.tile(np.arange(24), 2))
-    for field, want in [("num_workers", 2), ("seed", 9), ("dataset_len", 24)]:
+    for field, want in [("num_workers", 2), ("dataset_len", 24)]:
         assert {int(v) for b in batches for v in b[field]} == {want}, field
+    seeds = {int(i): int(s) for b in batches for i, s in zip(b["id"], b["seed"], strict=True)}
+    assert len(set(seeds.values())) == len(seeds)  # each worker its own seed
     assert {int(v) for b in batches for v in b["init_from"]} == {main_pid}
     assert {int(v) for b in batches for v in b["id"]} <= {0, 1}
     assert all(bool(v) for b in batches for v in b["same_info"])

@@ -23,7 +23,7 @@ from .._batching.builder import BatchBuilder, add_batch_index, add_location
 from .._batching.pool import BufferPool
 from .._context import SKIP, Context
 from .._dataset import Dataset, IterDataset, StreamCursor
-from .._worker_info import WorkerInfo, set_worker_info
+from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 
 __all__ = ["EMPTY", "Done", "Job", "Runtime", "Tally", "WorkerSpec"]
 
@@ -132,6 +132,7 @@ class WorkerSpec:
     worker_init_fn: Callable[[WorkerInfo], None] | None
     init_arg: Any
     batched: bool = True  # False: records one by one (batch_size=None)
+    start: int = 0  # which start of the loader's workers (0: the first); seeds depend on it
 
 
 class Runtime:
@@ -151,10 +152,11 @@ class Runtime:
         self.info = WorkerInfo(
             id=worker_id,
             num_workers=spec.num_workers,
-            seed=spec.seed,
+            seed=worker_seed(spec.seed, spec.start, worker_id),
             mode=mode,
             dataset=spec.dataset,
             init_arg=spec.init_arg,
+            loader_seed=spec.seed,
         )
         # The parent counts skipped records against max_errors, in record order.
         self.builder = BatchBuilder(

@@ -38,6 +38,7 @@ class WorkerLease:
     def __init__(self, loader: DataLoader[Any]) -> None:
         self._lock = threading.Lock()
         self._tokens = itertools.count(1)
+        self._starts = itertools.count()  # worker seeds differ between starts
         self._shared: Any = None
         self._holder: int | None = None
         self._pid = os.getpid()
@@ -53,10 +54,11 @@ class WorkerLease:
                 self._holder = None
             if self._holder is None:
                 if self._shared is None:
-                    self._shared = start_executor(loader)
+                    self._shared = start_executor(loader, next(self._starts))
                 self._holder = token
                 return self._shared, token, lambda: self._give_back(token)
-        private = start_executor(loader)
+            start = next(self._starts)
+        private = start_executor(loader, start)
         return private, token, private.close
 
     def _give_back(self, token: int) -> None:
@@ -78,8 +80,12 @@ class WorkerLease:
             shared.close()
 
 
-def start_executor(loader: DataLoader[Any]) -> Any:
-    """Start the workers ``loader`` asks for (threads or processes)."""
+def start_executor(loader: DataLoader[Any], start: int = 0) -> Any:
+    """Start the workers ``loader`` asks for (threads or processes).
+
+    ``start`` counts the loader's worker starts (0: the first); with the loader's seed
+    and the worker id it decides each worker's ``WorkerInfo.seed``.
+    """
     cfg = loader._config
     dataset = loader._dataset
     init_arg = cfg.worker_init_arg(loader) if cfg.worker_init_arg is not None else None
@@ -93,6 +99,7 @@ def start_executor(loader: DataLoader[Any]) -> Any:
         worker_init_fn=cfg.worker_init_fn,
         init_arg=init_arg,
         batched=cfg.batch_size is not None,
+        start=start,
     )
     depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
     if loader._resolved_mode() == "thread":
