@@ -94,7 +94,8 @@ def test_records_equal_what_datasets_reads(backing, request):
     assert isinstance(record["id"], np.int64)
     assert isinstance(record["score"], np.float32)
     assert isinstance(record["name"], str)
-    assert record["tokens"].dtype == np.int32 and record["tokens"].ndim == 1
+    assert record["tokens"].dtype == np.int32
+    assert record["tokens"].ndim == 1
     assert record["vec"].shape == (4,)
 
 
@@ -195,7 +196,7 @@ def test_a_transform_that_cannot_be_applied_is_refused(in_memory):
 def test_a_dataset_dict_asks_for_a_split(in_memory):
     with pytest.raises(sk.ConfigError, match=r"dataset\['train'\]"):
         sk.from_hf(datasets.DatasetDict({"train": in_memory}))
-    with pytest.raises(sk.ConfigError, match="datasets.Dataset"):
+    with pytest.raises(sk.ConfigError, match=r"datasets\.Dataset"):
         sk.from_hf([{"id": 1}])
 
 
