@@ -27,8 +27,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
+from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
-from .pickling import dumps_for_workers
 from .queue import QueuedExecutor
 from .shm import attach, sharing_for_workers
 from .slots import SlotRef, SlotRing, views
@@ -106,7 +106,8 @@ class ProcessExecutor(QueuedExecutor):
             # functions by value, so workers never need it).
             self._ctx.set_forkserver_preload(["stoker._exec.mainless", "stoker._exec.worker"])
         with sharing_for_workers():
-            self._payload = dumps_for_workers(spec)
+            # multiprocessing objects (Value, Lock, Queue) travel as Process arguments.
+            self._payload, self._inherited = dumps_keeping_inherited(spec)
         self._ring = SlotRing(slot_cap)
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
@@ -131,7 +132,7 @@ class ProcessExecutor(QueuedExecutor):
         life_r, life_w = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(  # type: ignore[attr-defined]
             target=worker_main,
-            args=(worker_id, child_conn, life_r, self._payload),
+            args=(worker_id, child_conn, life_r, self._payload, self._inherited),
             name=f"stoker-worker-{worker_id}",
             daemon=True,
         )

@@ -1,6 +1,7 @@
 """The main function of a worker process, and how its errors travel to the parent.
 
-A worker gets its pipeline once (cloudpickled bytes), then serves jobs from its pipe
+A worker gets its pipeline once (cloudpickled bytes, with its multiprocessing
+objects passed at process start), then serves jobs from its pipe
 until it is told to stop, its pipe closes, or its parent goes away. It never
 decides order or state: it builds what a job names, into the slot the job names.
 
@@ -22,6 +23,7 @@ from typing import Any
 import cloudpickle
 
 from ..errors import WorkerError
+from .inherited import loads_with_inherited
 from .jobs import EMPTY, Runtime, WorkerSpec
 from .malloc import keep_large_blocks
 from .slots import SlotWriter
@@ -65,8 +67,18 @@ def _watch_lifeline(lifeline: Connection, parent: int) -> None:
             os._exit(0)
 
 
-def worker_main(worker_id: int, conn: Connection, lifeline: Connection, payload: bytes) -> None:
-    """Run one worker process until it is stopped (the target of the process)."""
+def worker_main(
+    worker_id: int,
+    conn: Connection,
+    lifeline: Connection,
+    payload: bytes,
+    inherited: list[Any] | None = None,
+) -> None:
+    """Run one worker process until it is stopped (the target of the process).
+
+    ``inherited`` holds the pipeline's multiprocessing objects, passed at process
+    start (see ``inherited.py``).
+    """
     parent = os.getppid()  # the parent, or the fork server that started this process
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     threading.Thread(
@@ -74,8 +86,8 @@ def worker_main(worker_id: int, conn: Connection, lifeline: Connection, payload:
     ).start()
     keep_large_blocks()
     try:
-        spec: WorkerSpec = cloudpickle.loads(payload)
-        del payload
+        spec: WorkerSpec = loads_with_inherited(payload, inherited or [])
+        del payload, inherited
         writer = SlotWriter(spec.batch_size)
         runtime = Runtime(spec, worker_id, "process", pool=writer)  # type: ignore[arg-type]
         runtime.start()
