@@ -35,6 +35,7 @@ from ._sources.memory import from_sequence as from_sequence
 from ._sources.parquet import from_parquet as from_parquet
 from ._sources.range import range as range
 from ._sources.sqlite import from_sqlite as from_sqlite
+from ._sources.tar_shards import from_tar_shards as from_tar_shards
 from ._stats import LoaderStats as LoaderStats
 from ._transforms.concat import concat as concat
 from ._transforms.mix import mix as mix
@@ -95,6 +96,7 @@ __all__ = [
     "from_polars",
     "from_sequence",
     "from_sqlite",
+    "from_tar_shards",
     "get_worker_info",
     "mix",
     "pack",

@@ -125,9 +125,9 @@ def open_user_stream(
     return CountingCursor(ds.__iter__, state_count(state, "steps", cls.__name__), cls.__name__)
 
 
-def _accepts_shard(factory: Callable[..., Any]) -> bool:
+def _accepts(factory: Callable[..., Any], name: str) -> bool:
     try:
-        parameter = inspect.signature(factory).parameters.get("shard")
+        parameter = inspect.signature(factory).parameters.get(name)
     except (TypeError, ValueError):  # some builtins have no signature
         return False
     return parameter is not None and parameter.kind in (
@@ -157,20 +157,22 @@ class FromIterable(StreamNode[T]):
                 "use sk.from_sequence(records) for indexable data"
             )
         self._factory = factory
-        self._takes_shard = _accepts_shard(factory)
+        self._takes_shard = _accepts(factory, "shard")
+        self._takes_epoch = _accepts(factory, "epoch")
 
-    def _read(self, shard: Shard) -> Iterable[T]:
+    def _read(self, shard: Shard, epoch: int) -> Iterable[T]:
+        kwargs: dict[str, Any] = {"epoch": epoch} if self._takes_epoch else {}
         if self._takes_shard:
-            return self._factory(shard=shard)
-        records = self._factory()
+            return self._factory(shard=shard, **kwargs)
+        records = self._factory(**kwargs)
         if shard.count == 1:
             return records
         return itertools.islice(records, shard.index, None, shard.count)
 
     def _open(self, ctx: Context, state: State | None) -> Cursor[T]:
         steps = state_count(state, "steps", "from_iterable")
-        shard = ctx.shard
-        return CountingCursor(lambda: self._read(shard), steps, "from_iterable")
+        shard, epoch = ctx.shard, ctx.epoch
+        return CountingCursor(lambda: self._read(shard, epoch), steps, "from_iterable")
 
     def __repr__(self) -> str:
         return f"FromIterable({getattr(self._factory, '__qualname__', self._factory)!r})"
@@ -183,9 +185,13 @@ def from_iterable(factory: Callable[..., Iterable[T]]) -> FromIterable[T]:
     with an :class:`~stoker.Shard` and should yield only that part (for example
     every ``s.count``-th file starting at ``s.index``). Otherwise every reader calls
     ``factory()`` and keeps every ``s.count``-th record starting at ``s.index``.
+    If it has an ``epoch`` parameter, it also gets ``epoch=`` (the loader's epoch),
+    so that it can change its order every epoch (say, shuffle its files with
+    ``np.random.default_rng((seed, epoch))``).
 
     The state is the number of records handed out; resuming calls ``factory`` again
-    and skips that many, so ``factory`` must yield the same records every time.
+    (with the same shard and epoch) and skips that many, so ``factory`` must yield
+    the same records every time it is called with the same arguments.
 
     Args:
         factory: a function returning an iterable of records (a generator
@@ -200,6 +206,11 @@ def from_iterable(factory: Callable[..., Iterable[T]]) -> FromIterable[T]:
         ...     return range(shard.index, 10, shard.count)
         >>> list(sk.from_iterable(numbers).map(lambda x: x * x))[:4]
         [0, 1, 4, 9]
+        >>> def per_epoch(epoch=0):
+        ...     return [epoch] * 2
+        >>> loader = sk.DataLoader(sk.from_iterable(per_epoch), batch_size=None)
+        >>> [list(loader), list(loader)]
+        [[0, 0], [1, 1]]
 
     Errors:
         ConfigError: ``factory`` is not callable (an iterable itself is not enough:

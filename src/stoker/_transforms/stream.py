@@ -7,8 +7,8 @@ reads nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._batching.collate import default_collate
 from .._context import DEFAULT_CONTEXT, Context
@@ -16,6 +16,9 @@ from .._dataset import IterDataset, StreamCursor
 from .._rng import reused_record_rng
 from ..errors import ConfigError, StateError
 from .map import require_callable
+
+if TYPE_CHECKING:
+    from .._sampling.shard import Shard
 
 __all__ = [
     "BatchedStream",
@@ -79,6 +82,22 @@ class StreamNode(IterDataset[T]):
     def _open(self, ctx: Context, state: State | None) -> Cursor[T]:
         raise NotImplementedError
 
+    @property
+    def elastic(self) -> bool:
+        """True when a state resumes under any ``num_workers`` and host count.
+
+        An elastic stream keeps its state per unit of data (a shard), not per reader,
+        so the states of all readers can be dealt anew to other readers
+        (``_deal_state``). Tar shards are elastic, and so are ``map``, ``filter`` and
+        ``batch`` over them; other streams resume only under the same ``num_workers``.
+        """
+        return False
+
+    def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
+        """The state of reader ``new`` (index of count) when the readers ``parts`` (the
+        shard each read and its state; None: not started) are dealt anew. Elastic only."""
+        raise NotImplementedError(f"{type(self).__name__} is not elastic")
+
     def __iter__(self) -> Iterator[T]:
         state, self._pending = self._pending, None
         self._live = self._open(DEFAULT_CONTEXT, state)
@@ -103,6 +122,24 @@ class StreamNode(IterDataset[T]):
         return state
 
 
+class _PassThrough(StreamNode[T]):
+    """A stage that is elastic when its parent is; its own state is only ``"parent"``."""
+
+    _parent: IterDataset[Any]
+
+    @property
+    def elastic(self) -> bool:
+        parent = self._parent
+        return isinstance(parent, StreamNode) and parent.elastic
+
+    def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
+        parent = self._parent
+        if not isinstance(parent, StreamNode):
+            raise NotImplementedError(f"{type(self).__name__} is not elastic")
+        own = [(shard, parent_state(state, type(self).__name__)) for shard, state in parts]
+        return {"parent": parent._deal_state(own, new)}
+
+
 class _MappedCursor(Cursor[U]):
     def __init__(
         self, parent: StreamCursor[Any], fn: Callable[..., U], ctx: Context | None, count: int
@@ -122,7 +159,7 @@ class _MappedCursor(Cursor[U]):
         return {"count": self._count, "parent": self._parent.state_dict()}
 
 
-class MappedStream(StreamNode[U]):
+class MappedStream(_PassThrough[U]):
     """``fn`` applied to every record of a stream; built by ``IterDataset.map``.
 
     With ``seeded=True`` the generator comes from (seed, epoch, n, stage) where n
@@ -143,6 +180,11 @@ class MappedStream(StreamNode[U]):
         require_callable(fn, "map")
         self._parent, self._fn, self._seeded = parent, fn, bool(seeded)
 
+    def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
+        # A seeded map's index goes on from the records mapped by all readers together.
+        total = sum(state_count(state, "count", "map") for _, state in parts)
+        return {"count": total, **super()._deal_state(parts, new)}
+
     def _open(self, ctx: Context, state: State | None) -> Cursor[U]:
         count = state_count(state, "count", "map")
         parent = self._parent._open(ctx.child(0), parent_state(state, "map"))
@@ -161,7 +203,7 @@ class _FilteredCursor(Cursor[T]):
                 return record
 
 
-class FilteredStream(StreamNode[T]):
+class FilteredStream(_PassThrough[T]):
     """The records of a stream for which ``pred`` is true; built by ``IterDataset.filter``.
 
     Example:
@@ -202,7 +244,7 @@ class _BatchedCursor(Cursor[Any]):
         return self._collate(records)
 
 
-class BatchedStream(StreamNode[Any], Generic[T]):
+class BatchedStream(_PassThrough[Any], Generic[T]):
     """Consecutive records of a stream, collated in groups; built by ``IterDataset.batch``.
 
     Example:

@@ -1,0 +1,330 @@
+"""``from_tar_shards``: a stream of samples from tar shards in the WebDataset layout.
+
+A shard is a tar file whose members are grouped into samples by key: the member
+name up to the first dot of its last component is the key, the rest is the field
+(``"a/0001.jpg"`` and ``"a/0001.cls"`` make ``{"__key__": "a/0001", "__url__": shard,
+"jpg": b"...", "cls": b"..."}``). Consecutive members with one key make one sample.
+Fields are bytes; decoding is left to ``map``.
+
+The stream is split by shard: with ``P`` readers (workers times hosts), reader ``p``
+reads the shards at positions ``p, p + P, ...`` of the epoch's shard order. A reader's
+state lists the shards it still has to read, each with the samples already taken
+from it (``{"todo": [[position, taken], ...]}``), so the states of all readers can be
+dealt anew to another number of readers: the stream is *elastic* (see ``_elastic.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tarfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, Self
+
+from .._context import Context
+from .._rng import epoch_rng
+from .._sampling.shard import Shard
+from .._transforms.stream import Cursor, StreamNode, parent_state
+from ..errors import ConfigError, StateError, StokerError
+from .shard_paths import list_shards, open_shard
+
+__all__ = ["TarShardError", "TarShards", "from_tar_shards", "read_samples"]
+
+State = dict[str, Any]
+Sample = dict[str, Any]
+
+_SALT = 0x5441_5253  # keeps shard orders apart from other per-epoch draws
+_NOWHERE = os.path.join(os.sep, "stoker-tar-member-check")  # never created: a name check only
+
+
+class TarShardError(StokerError, ValueError):
+    """A tar shard that cannot be read safely: an unsafe member, a truncated or corrupt file."""
+
+
+class _Header(tarfile.TarInfo):
+    """Notes on the archive why the header loop ended (a clean end, or damage)."""
+
+    @classmethod
+    def fromtarfile(cls, tarfile: tarfile.TarFile) -> Self:
+        try:
+            return super().fromtarfile(tarfile)
+        except Exception as exc:
+            # A block of zeros (EOFHeaderError) is the clean end; anything else is damage.
+            tarfile.stoker_clean_end = type(exc).__name__ == "EOFHeaderError"  # type: ignore[attr-defined]
+            raise
+
+
+def _members(fileobj: IO[bytes], where: str) -> Iterator[tuple[str, Callable[[], bytes]]]:
+    """(name, read) of every regular file in the archive, refusing unsafe members.
+
+    ``read()`` returns the member's bytes; call it before asking for the next member
+    (the archive is read as a stream), or not at all to skip the data.
+    """
+    try:
+        archive = tarfile.open(fileobj=fileobj, mode="r|*", tarinfo=_Header)  # noqa: SIM115 (closed by the with below)
+    except tarfile.TarError as exc:
+        raise TarShardError(f"{where} is not a readable tar file ({exc})") from exc
+    with archive:
+        count = 0
+        while True:
+            try:
+                member = archive.next()
+            except (tarfile.TarError, EOFError, OSError) as exc:
+                raise TarShardError(
+                    f"{where} is truncated or corrupt after {count} members ({exc}); "
+                    "re-create or re-download it"
+                ) from exc
+            if member is None:
+                if not getattr(archive, "stoker_clean_end", False):
+                    raise TarShardError(
+                        f"{where} ends after {count} members without the end-of-archive "
+                        "marker: it is truncated or damaged; re-create or re-download it"
+                    )
+                return
+            count += 1
+            archive.members = []  # type: ignore[attr-defined]  # keep memory flat: no index needed
+            if member.isdir():
+                continue
+            try:
+                if member.name.startswith(("/", os.sep)):  # the filter would strip it
+                    raise tarfile.AbsolutePathError(member)
+                tarfile.data_filter(member, _NOWHERE)
+            except tarfile.FilterError as exc:
+                raise TarShardError(
+                    f"member {member.name!r} of {where} is unsafe ({exc}); stoker refuses "
+                    "shards whose members leave the archive: re-create the shard with "
+                    "relative paths and regular files"
+                ) from exc
+            if not member.isfile():
+                raise TarShardError(
+                    f"member {member.name!r} of {where} is a link or a special file; a tar "
+                    "shard holds regular files (re-create it without links, e.g. tar "
+                    "--dereference --hard-dereference)"
+                )
+            yield member.name, functools.partial(_read, archive, member, where)
+
+
+def _read(archive: tarfile.TarFile, member: tarfile.TarInfo, where: str) -> bytes:
+    data = archive.extractfile(member)
+    try:
+        return data.read() if data is not None else b""
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise TarShardError(
+            f"member {member.name!r} of {where} is truncated ({exc}); re-create or "
+            "re-download the shard"
+        ) from exc
+
+
+def _split_name(name: str) -> tuple[str, str] | None:
+    """(key, field) of a member name; None for names without a field (skipped)."""
+    slash = name.rfind("/") + 1
+    dot = name.find(".", slash)
+    if dot <= slash:  # no dot, or a dot file: not part of a sample
+        return None
+    return name[:dot], name[dot + 1 :]
+
+
+def read_samples(url: str, skip: int = 0) -> Iterator[Sample]:
+    """The samples of the shard at ``url``, after the first ``skip`` ones.
+
+    Example:
+        >>> import io, tarfile, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "s.tar")
+        >>> with tarfile.open(path, "w") as tar:
+        ...     for name, data in [("0.txt", b"a"), ("0.cls", b"1"), ("1.txt", b"b")]:
+        ...         info = tarfile.TarInfo(name); info.size = len(data)
+        ...         tar.addfile(info, io.BytesIO(data))
+        >>> [(s["__key__"], s["txt"]) for s in read_samples(path)]
+        [('0', b'a'), ('1', b'b')]
+
+    Errors:
+        TarShardError: an unsafe member, a field twice in one sample, a truncated shard.
+    """
+    where = f"tar shard {url!r}"
+    with open_shard(url) as fileobj:
+        sample: Sample | None = None
+        index = 0
+        for name, read in _members(fileobj, where):
+            parts = _split_name(name)
+            if parts is None:
+                continue
+            key, field = parts
+            if sample is None or sample["__key__"] != key:
+                if sample is not None:
+                    if index >= skip:
+                        yield sample
+                    index += 1
+                sample = {"__key__": key, "__url__": url}
+            if field in sample:
+                raise TarShardError(
+                    f"{where} has the field {field!r} twice in sample {key!r} (member "
+                    f"{name!r}): each key's fields must be distinct"
+                )
+            sample[field] = read() if index >= skip else b""
+        if sample is not None and index >= skip:
+            yield sample
+
+
+def _todo(state: Any, shards: int, what: str) -> list[list[int]]:
+    """The validated ``[[position, taken], ...]`` list of a reader's state."""
+    todo = parent_state(state, what, "todo")
+    ok = isinstance(todo, list) and all(
+        isinstance(entry, list)
+        and len(entry) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in entry)
+        and entry[0] < shards
+        for entry in todo
+    )
+    if not ok:
+        raise StateError(
+            f"the state of {what} needs 'todo' as a list of [shard position, samples taken] "
+            f"with positions below {shards} (the number of shards), got {todo!r}: pass a "
+            "state saved by a loader over the same shards"
+        )
+    return [list(entry) for entry in todo]
+
+
+class _TarCursor(Cursor[Sample]):
+    def __init__(self, urls: list[str], todo: list[list[int]]) -> None:
+        self._urls = urls
+        self._rest = todo  # shards still to read (after the open one); never mutated
+        self._open: list[int] | None = None  # [position, taken] of the shard being read
+        self._samples: Iterator[Sample] | None = None
+
+    def __next__(self) -> Sample:
+        while True:
+            if self._samples is None:
+                if not self._rest:
+                    raise StopIteration
+                self._open, self._rest = list(self._rest[0]), self._rest[1:]
+                self._samples = read_samples(self._urls[self._open[0]], self._open[1])
+            sample = next(self._samples, None)
+            if sample is not None and self._open is not None:
+                self._open = [self._open[0], self._open[1] + 1]
+                return sample
+            self._samples, self._open = None, None
+
+    def state_dict(self) -> State:
+        if self._open is None:
+            return {"todo": list(self._rest)}
+        return {"todo": [self._open, *self._rest]}
+
+
+class TarShards(StreamNode[Sample]):
+    """Samples of tar shards in the WebDataset layout; built by :func:`from_tar_shards`.
+
+    Elastic: its state is kept per shard, so it resumes under any ``num_workers`` and
+    host count (the unfinished shards are dealt anew).
+
+    Resources:
+        Each reader holds one shard file open at a time, closed when the shard ends
+        or the reader is dropped.
+
+    Errors:
+        TarShardError: a member that leaves the archive (absolute path, ``..``, a
+            link, a device), a field twice in one sample, a truncated shard.
+        StateError: a state from another list of shards.
+    """
+
+    def __init__(
+        self, urls: Sequence[str], *, shuffle_shards: bool = False, seed: int | None = None
+    ) -> None:
+        self._urls = list(urls)
+        self._shuffle = bool(shuffle_shards)
+        self._seed = seed
+
+    @property
+    def urls(self) -> list[str]:
+        """The shards, sorted (their order in an epoch without ``shuffle_shards``)."""
+        return list(self._urls)
+
+    @property
+    def elastic(self) -> bool:
+        return True
+
+    def shard_order(self, seed: int, epoch: int) -> list[str]:
+        """The shards in the order in which ``epoch`` reads them (for the loader's ``seed``).
+
+        Example:
+            >>> ds = TarShards(["a.tar", "b.tar", "c.tar"], shuffle_shards=True, seed=0)
+            >>> sorted(ds.shard_order(0, 1)) == ds.urls
+            True
+        """
+        if not self._shuffle:
+            return list(self._urls)
+        own = self._seed if self._seed is not None else seed
+        perm = epoch_rng(own, epoch, _SALT).permutation(len(self._urls))
+        return [self._urls[i] for i in perm.tolist()]
+
+    def _start(self, part: Shard) -> list[list[int]]:
+        return [[u, 0] for u in range(part.index, len(self._urls), part.count)]
+
+    def _open(self, ctx: Context, state: State | None) -> Cursor[Sample]:
+        todo = self._start(ctx.shard) if state is None else self._todo(state)
+        return _TarCursor(self.shard_order(ctx.seed, ctx.epoch), todo)
+
+    def _todo(self, state: State | None) -> list[list[int]]:
+        return _todo(state, len(self._urls), "from_tar_shards")
+
+    def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
+        todo: list[list[int]] = []
+        for part, state in parts:
+            todo.extend(self._start(part) if state is None else self._todo(state))
+        todo.sort()
+        positions = [u for u, _ in todo]
+        if len(set(positions)) != len(positions):
+            raise StateError(
+                "the states of the stream's readers list a shard twice: pass the states of "
+                "distinct hosts, each saved after the same step"
+            )
+        return {"todo": todo[new.index :: new.count]}
+
+    def __repr__(self) -> str:
+        return f"TarShards({len(self._urls)} shards, shuffle_shards={self._shuffle})"
+
+
+def from_tar_shards(
+    pattern_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    shuffle_shards: bool = False,
+    seed: int | None = None,
+) -> TarShards:
+    """A stream of samples from tar shards in the WebDataset layout.
+
+    Members are grouped into samples by key (the name up to the first dot of its
+    last component); each sample is a dict of ``"__key__"``, ``"__url__"`` (the
+    shard) and one bytes field per extension. Shards are split across hosts and
+    workers; the state is kept per shard, so a stream resumes exactly under another
+    ``num_workers`` or host count.
+
+    Args:
+        pattern_or_paths: a glob (``"shards/*.tar"``, ``"**"`` for subfolders), a
+            brace range (``"shard-{000..099}.tar"``), or a list of paths; fsspec URLs
+            (``"s3://bucket/shard-{0..9}.tar"``) need ``pip install 'stoker[remote]'``.
+        shuffle_shards: read the shards in a fresh order every epoch, drawn from
+            (seed, epoch).
+        seed: the seed of the shard order; None: the loader's seed.
+
+    Returns:
+        A :class:`TarShards` stream (an ``IterDataset`` of dicts).
+
+    Example:
+        >>> import io, os, tarfile, tempfile
+        >>> import stoker as sk
+        >>> root = tempfile.mkdtemp()
+        >>> for s in range(2):
+        ...     with tarfile.open(os.path.join(root, f"{s}.tar"), "w") as tar:
+        ...         for name in (f"{s}0.txt", f"{s}1.txt"):
+        ...             info = tarfile.TarInfo(name); info.size = 1
+        ...             tar.addfile(info, io.BytesIO(b"x"))
+        >>> [s["__key__"] for s in sk.from_tar_shards(os.path.join(root, "*.tar"))]
+        ['00', '01', '10', '11']
+
+    Errors:
+        ConfigError: a pattern that matches nothing, a missing local file, ``seed``
+            that is not an int >= 0.
+        MissingExtra: an fsspec URL without fsspec installed.
+    """
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise ConfigError(f"from_tar_shards() needs seed as an int >= 0 or None, got {seed!r}")
+    return TarShards(list_shards(pattern_or_paths), shuffle_shards=shuffle_shards, seed=seed)
