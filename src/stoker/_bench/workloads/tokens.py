@@ -7,10 +7,11 @@ Two workloads (pipelines), each with 0 and 2 workers on both sides:
   torch: HuggingFace ``datasets.Dataset.from_parquet(path).with_format("numpy")`` fed
   to the PyTorch DataLoader (which reads a batch with the dataset's ``__getitems__``)
   with a NumPy padding ``collate_fn``.
-* ``tokens_pack``: records packed greedily, in order, into rows of 2048 tokens (a record
-  that does not fit in what is left of the row starts the next one; the rest of the
-  row is padding), with ``segment_ids`` (1, 2, ... per record in its row, 0 for
-  padding) and ``positions`` (0 .. length - 1 in each record). stoker:
+* ``tokens_pack``: records packed into rows of 2048 tokens by ``sk.pack``'s rule: in
+  order, each record goes into the first row of the batch with room for it, and the
+  first record that fits in none of the batch's 32 rows starts the next batch; with
+  ``segment_ids`` (1, 2, ... per record in its row, 0 for padding) and
+  ``positions`` (0 .. length - 1 in each record). stoker:
   ``sk.pack(ds, 2048)``. torch: the same HF dataset through the PyTorch DataLoader
   (batches of 32 records in the epoch order), packed by :func:`greedy_pack` in the
   main process. Packing in the main process keeps torch's rows identical to
@@ -127,45 +128,80 @@ def pad_array(batch: Any) -> np.ndarray:
 # -- packing ---------------------------------------------------------------------------
 
 
-def pack_count(lengths: np.ndarray) -> int:
+class FirstFit:
+    """Where records go in one batch of ``rows`` packed rows: the first row with room.
+
+    ``place(n)`` returns (row, start, segment) for a record of ``n`` tokens (opening a
+    new row while there are fewer than ``rows``), or None when no row has room: the
+    batch is complete, and the record starts the next one (after ``reset()``).
+    """
+
+    def __init__(self, rows: int) -> None:
+        self._rows = rows
+        self.fill: list[int] = []  # tokens in each open row
+        self._segments: list[int] = []
+
+    def reset(self) -> None:
+        self.fill, self._segments = [], []
+
+    def place(self, n: int) -> tuple[int, int, int] | None:
+        fill = self.fill
+        row = next((r for r, used in enumerate(fill) if used + n <= PACK_LENGTH), len(fill))
+        if row == len(fill):
+            if row == self._rows:
+                return None
+            fill.append(0)
+            self._segments.append(0)
+        start = fill[row]
+        fill[row] = start + n
+        self._segments[row] += 1
+        return row, start, self._segments[row]
+
+
+def pack_count(lengths: np.ndarray, batch_size: int) -> int:
     """How many rows :func:`greedy_pack` makes of records of these lengths, in this order."""
-    rows, fill = 0, PACK_LENGTH
+    fit, rows = FirstFit(batch_size), 0
     for n in np.minimum(lengths, PACK_LENGTH).tolist():
-        if fill + n > PACK_LENGTH:
-            rows, fill = rows + 1, 0
-        fill += n
-    return rows
+        if fit.place(n) is None:
+            rows += len(fit.fill)
+            fit.reset()
+            fit.place(n)
+    return rows + len(fit.fill)
 
 
 def greedy_pack(records: Iterable[np.ndarray], batch_size: int) -> Iterator[dict[str, np.ndarray]]:
-    """Batches of rows of ``PACK_LENGTH`` tokens, packed greedily from ``records`` in order.
+    """Batches of up to ``batch_size`` rows of ``PACK_LENGTH`` tokens, packed from ``records``.
 
-    A record goes into the current row when it fits in what is left of it, else it
-    starts the next row (a record longer than a row is truncated to it). Rows hold
-    ``tokens``, ``segment_ids`` (1, 2, ... for the records of the row, 0 for padding)
-    and ``positions`` (0 .. length - 1 within each record; 0 for padding).
+    ``sk.pack``'s rule: in order, each record goes into the first row of the batch
+    with room for it; the first record that fits in none of its ``batch_size`` rows
+    starts the next batch (a record longer than a row is truncated to it). Rows hold
+    ``tokens`` (0 for padding), ``segment_ids`` (1, 2, ... for the records of the
+    row, 0 for padding) and ``positions`` (0 .. length - 1 within each record; 0 for
+    padding), all int32.
     """
 
     def empty() -> dict[str, np.ndarray]:
         return {f: np.zeros((batch_size, PACK_LENGTH), dtype=np.int32) for f in PACK_FIELDS}
 
-    batch, row, fill, segment = empty(), 0, 0, 0
+    fit, batch = FirstFit(batch_size), empty()
+    tokens, segments, positions = (batch[f] for f in PACK_FIELDS)
     for record in records:
         n = min(len(record), PACK_LENGTH)
-        if fill + n > PACK_LENGTH:
-            row, fill, segment = row + 1, 0, 0
-            if row == batch_size:
-                yield batch
-                batch, row = empty(), 0
-        segment += 1
-        stop = fill + n
-        batch["tokens"][row, fill:stop] = record[:n]
-        batch["segment_ids"][row, fill:stop] = segment
-        batch["positions"][row, fill:stop] = _POSITIONS[:n]
-        fill = stop
-    rows = row + (fill > 0)
-    if rows:
-        yield {f: a[:rows] for f, a in batch.items()}
+        where = fit.place(n)
+        if where is None:
+            yield batch
+            fit.reset()
+            batch = empty()
+            tokens, segments, positions = (batch[f] for f in PACK_FIELDS)
+            where = fit.place(n)
+            assert where is not None  # an empty batch has room for any record
+        row, start, segment = where
+        stop = start + n
+        tokens[row, start:stop] = record[:n]
+        segments[row, start:stop] = segment
+        positions[row, start:stop] = _POSITIONS[:n]
+    if fit.fill:
+        yield {f: a[: len(fit.fill)] for f, a in batch.items()}
 
 
 def _hf_tokens(records: list[dict[str, Any]]) -> list[np.ndarray]:
@@ -342,7 +378,7 @@ def prepare_pad(ctx: BenchContext) -> Prepared:
 def prepare_pack(ctx: BenchContext) -> Prepared:
     """``sk.pack`` against HF + torch records packed by :func:`greedy_pack`."""
     s = setup(ctx)
-    packed_rows = pack_count(record_lengths(len(s.order))[s.order])
+    packed_rows = pack_count(record_lengths(len(s.order))[s.order], BATCH_SIZE)
     runners: list[Runner] = []
     torch = ctx.torch
     for workers in WORKERS:
