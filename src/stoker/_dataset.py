@@ -303,6 +303,25 @@ class IterDataset(Generic[T]):
         """Keep the records for which ``pred(record)`` is true, lazily."""
         return FilteredStream(self, pred)
 
+    def shuffle(self, window: int, seed: int | None = None) -> IterDataset[T]:
+        """Emit the stream window by window, each window of ``window`` records in a
+        random order drawn from (seed, epoch, reader, window number).
+
+        Memory: one window of records per reader. The state stays small (the upstream
+        state at the window's start and two counters), and resuming is exact. With
+        tar shards, add ``shuffle_shards=True`` to vary the shard order too.
+
+        Args:
+            window: records shuffled together (held in memory at once).
+            seed: the seed of the orders; None: the loader's seed.
+
+        Example:
+            >>> import stoker as sk
+            >>> sorted(sk.from_iterable(lambda: range(5)).shuffle(window=2, seed=0))
+            [0, 1, 2, 3, 4]
+        """
+        return ShuffledStream(self, window, seed)
+
     def batch(
         self,
         batch_size: int,
@@ -326,3 +345,4 @@ from ._transforms.pack import PackDataset  # noqa: E402
 from ._transforms.shard import ShardDataset  # noqa: E402
 from ._transforms.shuffle import ShuffleDataset  # noqa: E402
 from ._transforms.stream import BatchedStream, FilteredStream, MappedStream  # noqa: E402
+from ._transforms.stream_shuffle import ShuffledStream  # noqa: E402
