@@ -52,6 +52,8 @@ def _private_copy(hf: Any) -> Any:
         pass
     with _copy_lock:
         return copy.deepcopy(hf, memo)
+
+
 State = dict[str, Any]
 
 
@@ -355,7 +357,9 @@ def from_hf(dataset: Any, columns: Sequence[str] | None = None) -> HFDataset | H
       ``shuffle``, ``filter`` or ``train_test_split`` left (``flatten_indices()``
       makes reads contiguous again, if that matters for a large dataset on disk).
     * An ``IterableDataset`` gives a stream, :class:`HFStream`, that resumes through
-      HF's ``state_dict()``.
+      HF's ``state_dict()``. Its records are converted by its features; a stream
+      whose features HF does not know (after some ``map`` calls) yields HF's
+      records as they are.
 
     Args:
         dataset: a ``datasets.Dataset`` or ``datasets.IterableDataset`` (one split, not
