@@ -21,7 +21,7 @@ from ._dataset import IterDataset
 from ._exec.jobs import Tally
 from ._parts import StreamParts
 from ._plan import ChunkReader
-from ._prefetch import DEFAULT_DEPTH, JobWindow, Prefetcher
+from ._prefetch import DEFAULT_DEPTH, JobWindow, Prefetcher, is_batch_error
 from ._stats import LoaderStats, bottleneck_verdict
 from ._stream_plan import StreamPlan
 from .errors import IteratorFailed, LoaderTimeout
@@ -66,7 +66,12 @@ class LoaderIterator(Generic[B]):
 
     Errors:
         An exception raised while loading reaches ``next()`` as its own type, with a
-        note naming the sample index, batch and epoch;
+        note naming the sample index, batch and epoch. When user code raised it (a
+        dataset, a map, a collate function), that batch is lost and the next
+        ``next()`` goes on with the following one, as with PyTorch (except for a
+        stream read by several workers, or batches filled past a filter, where it
+        ends the pass); otherwise later calls raise
+        :class:`~stoker.IteratorFailed`;
         :class:`~stoker.LoaderTimeout` when ``timeout`` passes without a batch.
     """
 
@@ -89,6 +94,9 @@ class LoaderIterator(Generic[B]):
         self._reader: ChunkReader | None = None
         self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
         release: Callable[[], None] = _nothing
+        # After an error of one batch (user code), next() goes on with the next batch;
+        # paths that read ahead across batches (stream parts, filled batches) stop.
+        self._keep_going = False
         if parted:
             executor, token, release = loader._lease()  # stage 5
             self._plan = StreamParts(
@@ -116,8 +124,13 @@ class LoaderIterator(Generic[B]):
             if depth is None and cfg.timeout is not None:
                 depth = DEFAULT_DEPTH
             self._window = Prefetcher(  # stage 6
-                self._plan.next_item, depth, cfg.timeout, name=f"stoker-prefetch-epoch{epoch}"
+                self._plan.next_item,
+                depth,
+                cfg.timeout,
+                name=f"stoker-prefetch-epoch{epoch}",
+                keep_going=True,
             )
+            self._keep_going = True
         else:
             executor, token, release = loader._lease()  # stage 5
             depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
@@ -134,6 +147,7 @@ class LoaderIterator(Generic[B]):
                     ahead=ahead,
                     token=token,
                 )
+                self._keep_going = True
             else:  # batches filled as records pass: workers read chunks ahead
                 self._reader = ChunkReader(
                     executor.submit, depth, token, self._tally.count, cfg.timeout
@@ -190,6 +204,8 @@ class LoaderIterator(Generic[B]):
         except LoaderTimeout:
             raise  # the batch may still come: next() may be called again
         except BaseException as exc:  # Ctrl-C included: never pretend the epoch ended
+            if self._keep_going and is_batch_error(exc):
+                raise  # that batch is lost, as with PyTorch; the next one follows
             self._failure = exc
             self._finalizer()
             raise

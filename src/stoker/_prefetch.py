@@ -26,7 +26,7 @@ from concurrent.futures import wait as futures_wait
 from typing import Any, Generic, Protocol, TypeVar
 
 from ._exec.jobs import Done, Job
-from .errors import IteratorFailed, LoaderTimeout
+from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
 
 __all__ = [
     "DEFAULT_DEPTH",
@@ -34,6 +34,7 @@ __all__ = [
     "Executor",
     "JobWindow",
     "Prefetcher",
+    "is_batch_error",
     "remaining",
     "timeout_error",
 ]
@@ -50,6 +51,32 @@ class Executor(Protocol):
 
 
 T = TypeVar("T")
+
+
+def is_batch_error(exc: BaseException) -> bool:
+    """True for an error of one batch (raised by user code: a dataset, a map, a
+    collate function), after which the next batch can still be loaded.
+
+    Ctrl-C and ``SystemExit``, a crashed worker, a closed loader and a state that
+    does not fit end the pass instead.
+
+    Example:
+        >>> is_batch_error(ValueError("bad record")), is_batch_error(KeyboardInterrupt())
+        (True, False)
+    """
+    return isinstance(exc, Exception) and not isinstance(
+        exc, WorkerCrashed | IteratorFailed | StateError
+    )
+
+
+class _Raised:
+    """An error of one batch, kept in the window in that batch's place."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
 
 DEFAULT_DEPTH = 2
 THREAD_THRESHOLD = 200e-6
@@ -73,18 +100,27 @@ class Prefetcher(Generic[T]):
 
     Errors:
         An exception raised by ``produce`` is re-raised by the next :meth:`get`;
+        with ``keep_going``, an error of one batch (:func:`is_batch_error`) leaves
+        the following results to come, else it is the last.
         :class:`~stoker.errors.LoaderTimeout` when nothing arrives within ``timeout``.
     """
 
     def __init__(
-        self, produce: Callable[[], T | None], depth: int | None, timeout: float | None, name: str
+        self,
+        produce: Callable[[], T | None],
+        depth: int | None,
+        timeout: float | None,
+        name: str,
+        *,
+        keep_going: bool = False,
     ) -> None:
         self._produce = produce
+        self._keep_going = keep_going
         self._depth = depth
         self._timeout = timeout
         self._name = name
         self._cond = threading.Condition()
-        self._window: deque[T] = deque()
+        self._window: deque[T | _Raised] = deque()
         self._error: BaseException | None = None
         self._finished = False  # the producer returned None or raised
         self._closed = False
@@ -129,8 +165,9 @@ class Prefetcher(Generic[T]):
             item = self._produce()
         except LoaderTimeout:
             raise  # the producer is waiting on workers: asking again may succeed
-        except BaseException:
-            self._finished = True
+        except BaseException as exc:
+            if not (self._keep_going and is_batch_error(exc)):
+                self._finished = True
             raise
         end = time.perf_counter()
         self.produce_seconds += end - start
@@ -160,6 +197,10 @@ class Prefetcher(Generic[T]):
                 item = self._produce()
             except BaseException as exc:
                 with cond:
+                    if self._keep_going and is_batch_error(exc):
+                        window.append(_Raised(exc))  # in its batch's place; go on
+                        cond.notify_all()
+                        continue
                     self._error, self._finished = exc, True
                     cond.notify_all()
                 return
@@ -194,6 +235,8 @@ class Prefetcher(Generic[T]):
             item = self._window.popleft()
             cond.notify_all()
         self.wait_seconds += time.perf_counter() - start
+        if isinstance(item, _Raised):
+            raise item.error
         return item
 
     def close(self) -> None:
@@ -236,8 +279,9 @@ class JobWindow:
         Holds futures only; :meth:`close` cancels the jobs not yet started.
 
     Errors:
-        A job's exception is re-raised by :meth:`get`; :class:`~stoker.LoaderTimeout`
-        when no batch finishes within ``timeout``.
+        A job's exception is re-raised by :meth:`get`, and the next :meth:`get`
+        goes on with the next batch; :class:`~stoker.LoaderTimeout` when no batch
+        finishes within ``timeout``.
     """
 
     def __init__(
@@ -330,11 +374,14 @@ class JobWindow:
                 job, future = self._take(deadline)
                 try:
                     done = future.result()
+                    item = self._finish(job, done)
                 except CancelledError:
                     raise IteratorFailed(
                         "the loader's workers were closed while this iterator was reading"
                     ) from None
-                item = self._finish(job, done)
+                except BaseException:
+                    self._handed_out(job.seq)  # the batch is gone; the next one may follow
+                    raise
                 self._handed_out(job.seq)
                 self._top_up()
                 if item is not None:

@@ -187,15 +187,15 @@ def test_a_dataset_error_skips_only_its_batch(workers: int) -> None:
         while True:
             try:
                 out.append(next(it))
-            except ValueError as exc:
-                out.append(f"error: {str(exc).splitlines()[0]}")
+            except ValueError as exc:  # PyTorch's workers add words of their own
+                out.append(f"error: {'bad record 3' in str(exc)}")
             except StopIteration:
                 return out
 
     expected = run(tud.DataLoader(Failing(10, 3), batch_size=2, num_workers=workers))
     with skt.DataLoader(Failing(10, 3), batch_size=2, num_workers=workers) as loader:
         got = run(loader)
-    assert expected[1] == got[1] == "error: bad record 3"
+    assert expected[1] == got[1] == "error: True"
     assert_same_batches(expected[:1] + expected[2:], got[:1] + got[2:])
 
 
