@@ -26,6 +26,7 @@ from concurrent.futures import wait as futures_wait
 from typing import Any, Generic, Protocol, TypeVar
 
 from ._exec.jobs import Done, Job
+from ._exec.threads import contained
 from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
 
 __all__ = [
@@ -195,7 +196,8 @@ class Prefetcher(Generic[T]):
             start = time.perf_counter()
             try:
                 item = self._produce()
-            except BaseException as exc:
+            except BaseException as raised:
+                exc = contained(raised, "the prefetch thread")  # sys.exit() ends no program
                 with cond:
                     if self._keep_going and is_batch_error(exc):
                         window.append(_Raised(exc))  # in its batch's place; go on

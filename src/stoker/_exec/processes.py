@@ -278,13 +278,13 @@ class ProcessExecutor(QueuedExecutor):
             if self._restart and not starting and self._restarts_left > 0:
                 self._restarts_left -= 1
                 self._workers[index] = self._spawn(worker.id)
-                self._dead.append(worker)
+                self._bury(worker, code)
                 if held is not None:
                     self._pending.appendleft((held[0], held[1]))
                 self._dispatch()
                 return
             del self._workers[index]
-            self._dead.append(worker)
+            self._bury(worker, code)
             if self.broken is not None:  # it ended after reporting why (worker_init_fn)
                 if held is not None:
                     held[1].set_exception(self.broken)
@@ -299,6 +299,17 @@ class ProcessExecutor(QueuedExecutor):
         if held is not None:
             held[1].set_exception(crash)
         self._break(crash)
+
+    def _bury(self, worker: _Worker, code: int | None) -> None:
+        """Free an ended worker's process handle (its sentinel pipes) now, if it was
+        reaped; else keep it for close() to stop and join (called with the lock held)."""
+        if code is None:
+            self._dead.append(worker)
+            return
+        with contextlib.suppress(ValueError):
+            worker.process.close()
+            return
+        self._dead.append(worker)
 
     def _restart_advice(self, starting: bool) -> str:
         if starting:

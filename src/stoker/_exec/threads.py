@@ -13,11 +13,12 @@ import threading
 import time
 
 from .._batching.pool import BufferPool
+from ..errors import WorkerError
 from .jobs import Job, Runtime, WorkerSpec
 from .malloc import keep_large_blocks
 from .queue import QueuedExecutor
 
-__all__ = ["JOIN_SECONDS", "ThreadExecutor"]
+__all__ = ["JOIN_SECONDS", "ThreadExecutor", "contained"]
 
 JOIN_SECONDS = 5.0
 """How long :meth:`close` waits for the workers, all together."""
@@ -86,7 +87,9 @@ class ThreadExecutor(QueuedExecutor):
             try:
                 future.set_result(runtime.run(job))
             except BaseException as exc:
-                future.set_exception(exc)
+                where = f"thread worker {worker_id} while building {job.where}"
+                batch = job.seq if job.kind == "build" else None
+                future.set_exception(contained(exc, where, batch))
             del future, taken
 
     def close(self) -> None:
@@ -102,3 +105,27 @@ class ThreadExecutor(QueuedExecutor):
         for thread in self._threads:
             if thread is not current:
                 thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def contained(exc: BaseException, where: str, batch_index: int | None = None) -> BaseException:
+    """What the caller sees of ``exc``, raised by user code on a worker or prefetch thread.
+
+    An ``Exception`` is itself. ``SystemExit`` (``sys.exit()`` in a map function) and
+    the other exceptions that end a program would, re-raised in the training loop,
+    end the training process: they become a :class:`~stoker.WorkerError` instead,
+    with ``exc`` as its ``__cause__``.
+
+    Example:
+        >>> type(contained(SystemExit(2), "thread worker 0")).__name__
+        'WorkerError'
+    """
+    if isinstance(exc, Exception):
+        return exc
+    error = WorkerError(
+        f"{type(exc).__name__}({exc}) was raised in {where}: sys.exit() (or raising "
+        f"{type(exc).__name__}) in a map function or a dataset would end the training "
+        "process; raise an ordinary exception to report a bad record",
+        batch_index=batch_index,
+    )
+    error.__cause__ = exc
+    return error
