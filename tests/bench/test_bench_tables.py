@@ -106,8 +106,8 @@ def test_table_workloads_run_only_by_name(capsys: pytest.CaptureFixture[str]) ->
     assert [line.split()[0] for line in lines if line.endswith("(run by name)")] == [
         "parquet_numeric",
         "sqlite",
-        "tokens_pad",
         "tokens_pack",
+        "tokens_pad",
     ]
 
 
