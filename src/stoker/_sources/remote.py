@@ -1,0 +1,214 @@
+"""Files behind fsspec URLs (``s3://``, ``gs://``, ``http(s)://``, ``memory://``, ...).
+
+``from_files`` and ``from_image_folder`` hand URLs here (``pip install
+'stoker[remote]'``: fsspec, plus the protocol's own package such as ``s3fs``). A
+:class:`Remote` is a description (the protocol and its storage options): the file
+system object is opened lazily in each worker and left out of a pickle.
+
+Listing goes through the file system: a glob through ``fs.glob``, a folder through
+``fs.find``. HTTP has no listing in general, so HTTP(S) takes explicit lists of URLs
+(a folder URL works only when the server returns an HTML index, as Python's
+``http.server`` does). Object stores have no symbolic links, so the link rules of
+local listing do not arise.
+
+Reads of one batch are issued together: on an asynchronous file system (HTTP, S3,
+GCS, Azure) every file of the batch is requested at once, up to ``concurrency``
+requests in flight, on fsspec's own event-loop thread; on a synchronous one they are
+read one after another. Latency, not the number of workers, then bounds throughput.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from .extras import require
+from .listing import is_glob
+
+__all__ = ["DEFAULT_CONCURRENCY", "Remote", "is_url"]
+
+DEFAULT_CONCURRENCY = 64
+
+
+def is_url(path: object) -> bool:
+    """True for an fsspec URL (``protocol://...``) other than a plain ``file://`` path.
+
+    Example:
+        >>> is_url("s3://bucket/a.jpg"), is_url("data/a.jpg"), is_url("file:///tmp/a")
+        (True, False, False)
+    """
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+
+
+def _hidden(path: str) -> bool:
+    return any(part.startswith(".") for part in path.rstrip("/").split("/")[-1:])
+
+
+class Remote:
+    """A file system named by URL, opened lazily (once per process).
+
+    Example:
+        >>> import fsspec
+        >>> fs = fsspec.filesystem("memory"); fs.pipe("/doc/a.txt", b"hi")
+        >>> remote = Remote("memory://doc", {})
+        >>> remote.read_many(["memory://doc/a.txt"])
+        [b'hi']
+
+    Resources:
+        The file system object (and, for HTTP, its connection pool on fsspec's
+        event-loop thread, which fsspec owns) is opened on first use in each process
+        and left out of a pickle.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict[str, Any],
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ) -> None:
+        self.protocol = url.split("://", 1)[0]
+        self.storage_options = dict(storage_options)
+        self.concurrency = concurrency
+        self._fs: Any = None
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec file system (opened on first use)."""
+        if self._fs is None:
+            fsspec = require("fsspec", "remote")
+            try:
+                self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+            except (ImportError, ValueError) as exc:
+                raise ConfigError(
+                    f"cannot open {self.protocol}:// with fsspec ({exc}); install the "
+                    f"package for this protocol (pip install 'stoker[remote]' and, e.g., "
+                    "s3fs or gcsfs)"
+                ) from exc
+        return self._fs
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_fs": None}
+
+    def url(self, path: str) -> str:
+        """``path`` as a full URL with its protocol."""
+        return path if "://" in path else f"{self.protocol}://{path.lstrip('/')}"
+
+    def _found(self, paths: Sequence[str]) -> list[str]:
+        fs = self.fs
+        out = []
+        for p in sorted(paths):
+            if _hidden(p):
+                continue
+            if self.protocol not in ("http", "https") and fs.isdir(p):
+                continue
+            out.append(self.url(p))
+        return out
+
+    def list_files(self, items: Sequence[str]) -> list[str]:
+        """The file URLs that ``items`` (URLs, globs or folders) name.
+
+        Errors:
+            ConfigError: a glob that matches nothing, a folder with no file, a missing
+                file, a glob over HTTP.
+        """
+        fs = self.fs
+        found: list[str] = []
+        for item in items:
+            if not is_url(item) or item.split("://", 1)[0] != self.protocol:
+                raise ConfigError(
+                    f"{item!r} is not a {self.protocol}:// URL: read files of one file "
+                    "system together (concat two datasets for two)"
+                )
+            if self.protocol in ("http", "https"):
+                if is_glob(item.split("?", 1)[0]):
+                    raise ConfigError(
+                        f"cannot glob over HTTP ({item!r}): pass the list of file URLs"
+                    )
+                if item.endswith("/"):
+                    files = self._found(fs.find(item))
+                    if not files:
+                        raise ConfigError(f"the folder {item!r} lists no file")
+                    found += files
+                else:
+                    found.append(item)  # checked when read: one request per file is too slow
+                continue
+            path = fs._strip_protocol(item)
+            if is_glob(path):
+                files = self._found(fs.glob(path))
+                if not files:
+                    raise ConfigError(f"the pattern {item!r} matches no file (check the URL)")
+            elif fs.isdir(path):
+                files = self._found(fs.find(path))
+                if not files:
+                    raise ConfigError(f"the folder {item!r} holds no file")
+            elif fs.isfile(path):
+                files = [self.url(path)]
+            else:
+                raise ConfigError(f"no such file or folder: {item!r}")
+            found += files
+        return found
+
+    def folders(self, url: str) -> list[str]:
+        """The names of the sub-folders of the folder ``url``, sorted (hidden ones left out).
+
+        Errors:
+            ConfigError: ``url`` is not a folder.
+        """
+        fs = self.fs
+        try:
+            entries = fs.ls(
+                url if self.protocol in ("http", "https") else fs._strip_protocol(url), detail=True
+            )
+        except FileNotFoundError as exc:
+            raise ConfigError(f"no such folder: {url!r}") from exc
+        names = sorted(
+            e["name"].rstrip("/").rsplit("/", 1)[-1]
+            for e in entries
+            if e.get("type") == "directory"
+        )
+        return [n for n in names if not n.startswith(".")]
+
+    def read_many(self, urls: Sequence[str]) -> list[bytes]:
+        """The bytes of every file, in order, read concurrently where the file system can.
+
+        Errors:
+            FileNotFoundError: a file that no longer exists (naming its URL).
+            OSError: any other failed read, naming the URL.
+        """
+        fs = self.fs
+        results: list[Any]
+        if getattr(fs, "async_impl", False) and len(urls) > 1:
+            sync = require("fsspec.asyn", "remote").sync
+
+            limit = asyncio.Semaphore(self.concurrency)
+
+            async def one(url: str) -> bytes:
+                async with limit:
+                    data: bytes = await fs._cat_file(url)
+                    return data
+
+            async def gather() -> list[Any]:
+                return await asyncio.gather(*(one(u) for u in urls), return_exceptions=True)
+
+            results = sync(fs.loop, gather)
+        else:
+            results = []
+            for url in urls:
+                try:
+                    results.append(fs.cat_file(url))
+                except Exception as exc:  # reported below, with the URL
+                    results.append(exc)
+        out: list[bytes] = []
+        for url, result in zip(urls, results, strict=True):
+            if isinstance(result, FileNotFoundError):
+                raise FileNotFoundError(
+                    2, f"{url!r} does not exist (removed after the dataset was built?)"
+                ) from result
+            if isinstance(result, BaseException):
+                raise OSError(
+                    f"reading {url!r} failed: {type(result).__name__}: {result}"
+                ) from result
+            out.append(bytes(result))
+        return out
