@@ -114,6 +114,7 @@ class LoaderIterator(Generic[B]):
                 token=token,
                 on_done=self._tally.count,
                 hosts=loader._hosts,
+                dataset=loader._dataset,
             )
             self._window = Prefetcher(  # stage 6: the parts' jobs are the window
                 self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"

@@ -11,7 +11,9 @@ the order a function of (seed, num_workers); with ``ordered=False`` a part's bat
 is handed out as soon as it is ready. Each part ends on its own, so an epoch may end
 with up to ``n`` short batches under ``last_batch="keep"``. The state holds every
 part's position after its last batch handed out, so a restore with the same
-``num_workers`` continues each part exactly.
+``num_workers`` continues each part exactly. An elastic stream (tar shards, see
+``_elastic.py``) keeps the same per-part states in its own format, which also
+resumes under another ``num_workers`` or host count by dealing its shards anew.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ._context import Context
+from ._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
 from ._exec.jobs import EMPTY, Done, Job
 from ._hosts import ONE_HOST
 from ._plan import Item, _Plan
@@ -59,6 +62,7 @@ class StreamParts(_Plan):
         token: int,
         on_done: Callable[[Done], None],
         hosts: Shard = ONE_HOST,
+        dataset: object = None,
     ) -> None:
         super().__init__(header, epoch, state)
         self._executor = executor
@@ -73,7 +77,12 @@ class StreamParts(_Plan):
         self._token = token
         self._on_done = on_done
         parts = None if state is None else state.get("stream")
-        self._states, self._next, self._ended = self._restore(parts)
+        self._elastic = elastic_dataset(dataset)
+        if self._elastic is not None:
+            restored = restore_elastic(self._elastic, parts, hosts, num_parts)
+        else:
+            restored = self._restore(parts)
+        self._states, self._next, self._ended = restored
         self._opened = list(self._states)  # where each part's cursor starts
         self._inflight: list[deque[tuple[Job, Future[Done]]]] = [deque() for _ in range(num_parts)]
         self._unbatched: list[deque[tuple[Any, dict[str, Any]]]] = [
@@ -94,20 +103,28 @@ class StreamParts(_Plan):
         if parts["parts"] != n:
             raise StateError(
                 f"this stream state was saved with num_workers={parts['parts']}; resume it "
-                f"with num_workers={parts['parts']} (a stream's parts depend on the worker count)"
+                f"with num_workers={parts['parts']} (a stream's parts depend on the worker "
+                "count; tar shards, from_tar_shards, resume under any num_workers)"
             )
         return list(parts["states"]), int(parts["next"]), [bool(e) for e in parts["ended"]]
 
     def state(self) -> dict[str, Any]:
+        # A part has ended for the state only once its last record is handed out.
+        ended = [e and not q for e, q in zip(self._ended, self._unbatched, strict=True)]
+        if self._elastic is not None:
+            elastic = elastic_state(self._hosts, self._states, self._next, ended)
+            return self._state(stream=elastic)
         stream = {
             "parts": self._n,
             "states": list(self._states),
             "next": self._next,
-            "ended": list(self._ended),
+            "ended": ended,
         }
         return self._state(stream=stream)
 
     def final_state(self) -> dict[str, Any]:
+        if self._elastic is not None:
+            return self._next_epoch_state(stream=fresh_state(self._hosts, self._n))
         return self._next_epoch_state(stream=None)
 
     # -- jobs -----------------------------------------------------------------------

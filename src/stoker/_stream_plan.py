@@ -7,6 +7,7 @@ from typing import Any
 from ._batching.builder import BatchBuilder, add_location
 from ._context import Context
 from ._dataset import IterDataset, StreamCursor
+from ._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
 from ._hosts import ONE_HOST
 from ._plan import Item, _Plan
 from ._sampling.shard import Shard
@@ -35,14 +36,24 @@ class StreamPlan(_Plan):
         self._batch_size = batch_size
         self._last_batch = last_batch
         self._stream_state: dict[str, Any] | None = None if state is None else state["stream"]
+        self._hosts = hosts
+        self._elastic = elastic_dataset(dataset)
+        start = self._stream_state
+        if self._elastic is not None:  # one reader, in the elastic format (see _elastic.py)
+            (start,), _, _ = restore_elastic(self._elastic, self._stream_state, hosts, 1)
+            self._stream_state = start
         self._cursor: StreamCursor[Any] = dataset._open(
-            Context(seed, self._epoch, shard=hosts), self._stream_state
+            Context(seed, self._epoch, shard=hosts), start
         )
 
     def state(self) -> dict[str, Any]:
+        if self._elastic is not None:
+            return self._state(stream=elastic_state(self._hosts, [self._stream_state], 0, [False]))
         return self._state(stream=self._stream_state)
 
     def final_state(self) -> dict[str, Any]:
+        if self._elastic is not None:
+            return self._next_epoch_state(stream=fresh_state(self._hosts, 1))
         return self._next_epoch_state(stream=None)
 
     def next_item(self) -> Item | None:
