@@ -103,7 +103,7 @@ def test_next_after_a_failure_goes_on_with_the_next_batch_and_the_state_resumes(
     state = it.state_dict()
     assert state["batches"] == 1  # the last good batch
     fixed = sk.DataLoader(sk.range(0, 16).map(lambda x: x), batch_size=4)
-    assert [b.tolist() for b in fixed.iter(state=state)][0] == [4, 5, 6, 7]
+    assert next(iter(fixed.iter(state=state))).tolist() == [4, 5, 6, 7]
     assert next(it).tolist() == [8, 9, 10, 11]  # as with PyTorch: the failed batch is lost
     after = it.state_dict()
     assert [b.tolist() for b in fixed.iter(state=after)] == [[12, 13, 14, 15]]

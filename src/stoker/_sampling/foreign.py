@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import operator
-from collections.abc import Iterable, Iterator, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from itertools import islice
 from typing import Any
 
@@ -17,15 +18,36 @@ from .batch import BatchSampler
 __all__ = ["ForeignSampler", "as_sampler"]
 
 
+def _is_stateful(obj: object) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(
+        getattr(obj, "load_state_dict", None)
+    )
+
+
+def _json_state(obj: Any) -> Any:
+    """``obj.state_dict()``, checked to hold JSON types only."""
+    state = obj.state_dict()
+    try:
+        return json.loads(json.dumps(state))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{type(obj).__name__}.state_dict() must return JSON types (dict, list, str, "
+            f"int, float, bool, None) to be kept in a loader state: {exc}"
+        ) from None
+
+
 class _ForeignCursor(SamplerCursor):
     def __init__(self, sampler: ForeignSampler, epoch: int, position: int) -> None:
         self._sampler = sampler
         self._epoch = epoch
-        wrapped = sampler.wrapped
+        wrapped = self._wrapped = sampler.wrapped
         set_epoch = getattr(wrapped, "set_epoch", None)
         if callable(set_epoch):
             set_epoch(epoch)
+        # torchdata's Stateful protocol: the sampler's own state as this epoch begins.
+        self._wrapped_state = _json_state(wrapped) if _is_stateful(wrapped) else None
         self._it: Iterator[Any] = iter(wrapped)
+        self._ended = False
         skipped = sum(1 for _ in islice(self._it, position))
         if skipped < position:
             raise StateError(
@@ -40,6 +62,8 @@ class _ForeignCursor(SamplerCursor):
         if count == 0:
             return empty_indices()
         out = np.fromiter(map(self._index, islice(self._it, count)), dtype=np.int64)
+        if out.size < count:
+            self._ended = True
         limit = self._sampler.source_len
         bad = np.flatnonzero((out < 0) | (out >= limit))
         if bad.size:
@@ -60,7 +84,14 @@ class _ForeignCursor(SamplerCursor):
             ) from None
 
     def state_dict(self) -> dict[str, Any]:
-        return self._sampler._cursor_state(self._epoch, self._position, {})
+        snapshot = self._wrapped_state
+        wrapped = self._wrapped
+        done = self._ended or (isinstance(wrapped, Sized) and self._position >= len(wrapped))
+        if snapshot is not None and done:
+            # The epoch is read: the sampler's state now is where the next one begins.
+            snapshot = _json_state(wrapped)
+        extra = {} if snapshot is None else {"wrapped_state": snapshot}
+        return self._sampler._cursor_state(self._epoch, self._position, extra)
 
 
 class ForeignSampler(Sampler):
@@ -68,7 +99,10 @@ class ForeignSampler(Sampler):
 
     The wrapped object needs ``__iter__`` yielding ints in ``[0, source_len)``; it may
     have ``__len__`` (needed for ``len``) and ``set_epoch(epoch)``, which is called
-    before each epoch is iterated. PyTorch samplers qualify.
+    before each epoch is iterated. PyTorch samplers qualify. A wrapped sampler with
+    ``state_dict()``/``load_state_dict()`` (torchdata's ``Stateful``, e.g. an epoch
+    counter or its own RNG) has its state as each epoch begins kept in the cursor's
+    state (JSON types only) and given back on restore.
 
     Opening a cursor at ``position`` iterates the wrapped sampler and skips
     ``position`` indices, so exact resume needs a wrapped sampler that yields the same
@@ -138,6 +172,25 @@ class ForeignSampler(Sampler):
 
     def _open(self, epoch: int, position: int) -> SamplerCursor:
         return _ForeignCursor(self, epoch, position)
+
+    def restore(self, state: Mapping[str, Any]) -> SamplerCursor:
+        """Reopen the cursor that saved ``state``; a stateful wrapped sampler first gets
+        back the state it had when that epoch began (torchdata's protocol).
+
+        Errors:
+            StateError: as for :meth:`Sampler.restore`, or a saved sampler state for a
+                wrapped sampler without ``load_state_dict``.
+        """
+        saved = state.get("wrapped_state") if isinstance(state, Mapping) else None
+        if saved is not None:
+            if not _is_stateful(self._obj):
+                raise StateError(
+                    f"the state holds the state of a stateful sampler, but {self!r} wraps one "
+                    "without load_state_dict: pass a state saved with this sampler"
+                )
+            self._check_state(state)
+            self._obj.load_state_dict(saved)  # type: ignore[attr-defined]
+        return super().restore(state)
 
     def __repr__(self) -> str:
         return f"ForeignSampler({type(self._obj).__qualname__}, source_len={self._source_len})"
