@@ -7,6 +7,7 @@ Example:
     [4, 4, 2]
 """
 
+from . import vision as vision
 from ._batching.collate import default_collate as default_collate
 from ._batching.collate import pad_collate as pad_collate
 from ._dataset import Dataset as Dataset
@@ -27,7 +28,9 @@ from ._sources.arrays import from_arrays as from_arrays
 from ._sources.arrow import from_arrow as from_arrow
 from ._sources.arrow import from_pandas as from_pandas
 from ._sources.arrow import from_polars as from_polars
+from ._sources.files import from_files as from_files
 from ._sources.hf import from_hf as from_hf
+from ._sources.image_folder import from_image_folder as from_image_folder
 from ._sources.iterable import from_iterable as from_iterable
 from ._sources.lance import from_lance as from_lance
 from ._sources.lines import from_csv as from_csv
@@ -88,7 +91,9 @@ __all__ = [
     "from_arrays",
     "from_arrow",
     "from_csv",
+    "from_files",
     "from_hf",
+    "from_image_folder",
     "from_iterable",
     "from_jsonl",
     "from_lance",
@@ -105,5 +110,6 @@ __all__ = [
     "pad_collate",
     "range",
     "releases_gil",
+    "vision",
     "zip",
 ]

@@ -1,0 +1,250 @@
+"""The image operations, one small class each, applied to records by ``ds.map``.
+
+An operation takes a record and returns the new record. When the record is a dict
+it works on one field (``key``; by default ``"image"``, or a ``from_files`` record's
+``"bytes"``, which :data:`decode` turns into ``"image"``) and keeps the others; any
+other record is the image itself. Images are uint8 RGB arrays (height, width, 3)
+until :func:`normalize` turns them into float32.
+
+Random operations take the generator of a seeded map (``ds.map(op, seeded=True)``),
+and draw only from it: the same record gets the same crop in every worker mode and
+after a resume. Every operation is marked with :func:`stoker.releases_gil`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._exec.gil import releases_gil
+from ._decode import decode_image, decode_scaled, image_size
+from ._geometry import as_size, center_box, check_range, random_resized_box, shorter_side
+from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, crop_resize, resample
+
+__all__ = [
+    "CenterCrop",
+    "Decode",
+    "ImageOp",
+    "Normalize",
+    "RandomHFlip",
+    "RandomResizedCrop",
+    "Resize",
+    "ToCHW",
+]
+
+
+class ImageOp:
+    """Base of the image operations: finds the image in a record, calls ``_image``."""
+
+    random: ClassVar[bool] = False
+
+    def __init__(self, key: str | None = None) -> None:
+        self.key = key
+        releases_gil(self)
+
+    def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
+        raise NotImplementedError
+
+    def _field(self, record: dict[str, Any]) -> str:
+        if self.key is not None:
+            if self.key not in record:
+                raise KeyError(
+                    f"{type(self).__name__}: the record has no field {self.key!r} "
+                    f"(its fields: {sorted(record)})"
+                )
+            return self.key
+        for key in ("image", "bytes"):
+            if key in record:
+                return key
+        raise KeyError(
+            f"{type(self).__name__}: the record has no 'image' field (its fields: "
+            f"{sorted(record)}); pass key= the field that holds the image"
+        )
+
+    def __call__(self, record: Any, rng: np.random.Generator | None = None) -> Any:
+        if self.random and rng is None:
+            raise TypeError(
+                f"{type(self).__name__} is random: apply it with ds.map(op, seeded=True), "
+                "which passes each record's generator"
+            )
+        if not isinstance(record, dict):
+            return self._image(record, rng, None)
+        key = self._field(record)
+        name = record.get("path")
+        value = self._image(record[key], rng, name if isinstance(name, str) else None)
+        out = dict(record)
+        out[key] = value
+        return out
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({fields})"
+
+
+def _needs(rng: np.random.Generator | None, op: ImageOp) -> np.random.Generator:
+    if rng is None:
+        raise TypeError(f"{type(op).__name__} is random: apply it with ds.map(op, seeded=True)")
+    return rng
+
+
+def _pixels(value: Any, name: str | None) -> np.ndarray:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return decode_image(bytes(value), name)
+    return np.asarray(value)
+
+
+class Decode(ImageOp):
+    """Bytes of a JPEG, PNG or WebP file -> uint8 RGB (H, W, 3); see :data:`decode`."""
+
+    def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
+        return decode_image(value, name)
+
+    def __call__(self, record: Any, rng: np.random.Generator | None = None) -> Any:
+        out = super().__call__(record, rng)
+        if isinstance(out, dict) and self.key is None and "image" not in out and "bytes" in out:
+            return {("image" if k == "bytes" else k): v for k, v in out.items()}
+        return out
+
+
+class RandomResizedCrop(ImageOp):
+    """A random box (area fraction in ``scale``, aspect in ``ratio``) resized to ``size``.
+
+    Given bytes, it reads the size from the header, draws the box, and decodes a
+    JPEG at the smallest DCT scale that still covers the box at the output size.
+    """
+
+    random = True
+
+    def __init__(
+        self,
+        size: int | Sequence[int],
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3 / 4, 4 / 3),
+        interpolation: str = "bilinear",
+        key: str | None = None,
+    ) -> None:
+        super().__init__(key)
+        self.size = as_size(size, "random_resized_crop")
+        self.scale = check_range(scale, "scale")
+        self.ratio = check_range(ratio, "ratio", positive=True)
+        self.interpolation = interpolation
+        self._filter = resample(interpolation)
+
+    def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
+        rng = _needs(rng, self)
+        if isinstance(value, bytes | bytearray | memoryview):
+            data = bytes(value)
+            width, height = image_size(data, name)
+            box = random_resized_box(rng, width, height, self.scale, self.ratio)
+            return crop_decoded(data, name, (width, height), box, self.size, self._filter)
+        pixels = np.asarray(value)
+        box = random_resized_box(rng, pixels.shape[1], pixels.shape[0], self.scale, self.ratio)
+        return crop_resize(pixels, box, self.size, self._filter)
+
+
+def crop_decoded(
+    data: bytes,
+    name: str | None,
+    full: tuple[int, int],
+    box: Sequence[float],
+    size: tuple[int, int],
+    filt: Any,
+) -> np.ndarray:
+    """Decode ``data`` (of size ``full``) as small as still covers ``box`` at ``size``,
+    then resample the box to ``size``."""
+    width, height = full
+    factor = max(size[0] / max(1e-9, box[2] - box[0]), size[1] / max(1e-9, box[3] - box[1]))
+    min_size = None
+    if factor <= 0.5:
+        min_size = (max(1, int(np.ceil(width * factor))), max(1, int(np.ceil(height * factor))))
+    pixels = decode_scaled(data, name, min_size)
+    if pixels.shape[1] != width or pixels.shape[0] != height:
+        sx, sy = pixels.shape[1] / width, pixels.shape[0] / height
+        box = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+    return crop_resize(pixels, tuple(box), size, filt)
+
+
+class CenterCrop(ImageOp):
+    """The central ``size`` box; an image smaller than it is resized up to fill it."""
+
+    def __init__(self, size: int | Sequence[int], key: str | None = None) -> None:
+        super().__init__(key)
+        self.size = as_size(size, "center_crop")
+
+    def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
+        pixels = _pixels(value, name)
+        height, width = pixels.shape[:2]
+        box = center_box(width, height, *self.size)
+        if box[2] - box[0] == self.size[0] and box[3] - box[1] == self.size[1]:
+            return np.ascontiguousarray(pixels[box[1] : box[3], box[0] : box[2]])
+        return crop_resize(pixels, box, self.size, resample("bilinear"))
+
+
+class Resize(ImageOp):
+    """Resize: an int makes the shorter side that long (aspect kept); (h, w) is exact."""
+
+    def __init__(
+        self, size: int | Sequence[int], interpolation: str = "bilinear", key: str | None = None
+    ) -> None:
+        super().__init__(key)
+        self.size = size
+        self._exact = None if isinstance(size, int) else as_size(size, "resize")
+        if self._exact is None:
+            as_size(size, "resize")
+        self.interpolation = interpolation
+        self._filter = resample(interpolation)
+
+    def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
+        pixels = _pixels(value, name)
+        height, width = pixels.shape[:2]
+        target = self._exact or shorter_side(width, height, int(self.size))  # type: ignore[arg-type]
+        return crop_resize(pixels, (0, 0, width, height), target, self._filter)
+
+
+class RandomHFlip(ImageOp):
+    """Mirror the image left to right with probability ``p``."""
+
+    random = True
+
+    def __init__(self, p: float = 0.5, key: str | None = None) -> None:
+        super().__init__(key)
+        check_range((p, p), "p")
+        if p > 1:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"p must be within [0, 1], got {p!r}")
+        self.p = float(p)
+
+    def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
+        rng = _needs(rng, self)
+        pixels = _pixels(value, name)
+        if rng.random() < self.p:
+            return np.ascontiguousarray(pixels[:, ::-1])
+        return pixels
+
+
+class Normalize(ImageOp):
+    """uint8 RGB -> float32 ``(pixel / 255 - mean) / std`` in ``layout`` (CHW or HWC)."""
+
+    def __init__(
+        self,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+        layout: str = "CHW",
+        key: str | None = None,
+    ) -> None:
+        super().__init__(key)
+        self._norm = Normalizer(mean, std, layout)
+        self.mean, self.std, self.layout = tuple(mean), tuple(std), layout
+
+    def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
+        return self._norm(_pixels(value, name))
+
+
+class ToCHW(ImageOp):
+    """(H, W, C) -> (C, H, W), contiguous, dtype kept."""
+
+    def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
+        return np.ascontiguousarray(_pixels(value, name).transpose(2, 0, 1))
