@@ -101,6 +101,7 @@ class DataLoader(Generic[B]):
         [[4, 5, 6, 7]]
 
     Errors:
+        TypeError: ``dataset`` is not a dataset (neither indexable nor iterable).
         ConfigError: bad or conflicting arguments, an empty dataset; raised here,
             before anything is read. NotSupportedError: combinations stoker cannot
             serve (e.g. ``shard=`` with a filter).
@@ -132,6 +133,12 @@ class DataLoader(Generic[B]):
         max_restarts: int = 10,
         watchdog: float | None = 60.0,
     ) -> None:
+        if not (hasattr(dataset, "__getitem__") or hasattr(dataset, "__iter__")):
+            raise TypeError(
+                f"DataLoader needs a dataset, got {type(dataset).__name__} ({dataset!r:.60}): "
+                "pass a sk.Dataset, an object with __len__ and __getitem__ (a list, a "
+                "PyTorch Dataset), or an iterable; DataLoader(dataset, batch_size=...)"
+            )
         if batch_sampler is not None and batch_size is not _UNSET:
             raise ConfigError(
                 "batch_size conflicts with batch_sampler=...: the batch sampler decides the "
@@ -265,6 +272,28 @@ class DataLoader(Generic[B]):
         length = None if isinstance(ds, IterDataset) else len(ds)
         return loader_header(self._config, length, self._hosts)
 
+    def _row_counts(self) -> tuple[int, ...]:
+        """The rows this host's batches of the next epoch have, as far as they are known
+        before reading: ``batch_size`` and, under ``last_batch="keep"``, the short last
+        batch's. Adapters check them against their devices up front; () when unknown.
+        """
+        cfg, ds, size = self._config, self._dataset, self.batch_size
+        if size is None:
+            return ()
+        if isinstance(ds, IterDataset) or ds._may_skip or cfg.on_error == "skip":
+            return (size,)  # a short last batch is possible but its size is not known
+        try:
+            n = len(self._sampler) if self._sampler is not None else None
+        except TypeError:
+            n = None
+        hosts = self._hosts.count
+        if n is None or cfg.last_batch != "keep":
+            return (size,)
+        rest = (n % (size * hosts)) // hosts
+        if n < size * hosts:
+            return (rest,) if rest else ()
+        return (size, rest) if rest else (size,)
+
     def __len__(self) -> int:
         """Batches in an epoch (map-style datasets without a filter).
 
@@ -325,7 +354,7 @@ class DataLoader(Generic[B]):
                 # Continue where the last full pass ended (the rollover carry included).
                 state = self._box.state
         if state is not None:
-            state = check_state(state, self._header())
+            state = check_state(state, self._header(), self._sampler)
             epoch = state["epoch"]
         elif epoch is None:
             epoch = self._next_epoch
@@ -366,7 +395,7 @@ class DataLoader(Generic[B]):
         Errors:
             StateError: as for :meth:`iter`.
         """
-        self._pending = check_state(state, self._header())
+        self._pending = check_state(state, self._header(), self._sampler)
 
     def _plan(self, epoch: int, state: dict[str, Any] | None) -> tuple[Any, BatchBuilder | None]:
         cfg, ds = self._config, self._dataset

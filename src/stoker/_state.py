@@ -103,8 +103,12 @@ def state_int(state: Mapping[str, Any], key: str, owner: object) -> int:
     return value
 
 
-def check_state(state: object, header: Mapping[str, Any]) -> dict[str, Any]:
+def check_state(state: object, header: Mapping[str, Any], sampler: Any = None) -> dict[str, Any]:
     """Validate a loader ``state`` against the loader's ``header``; return a clean copy.
+
+    The nested entries are checked too: a map-style state's ``carry`` (records
+    carried into the epoch), the batches handed out ``ahead``, and, given the
+    loader's ``sampler``, the sampler's own state.
 
     Example:
         >>> check_state({"format": FORMAT, "kind": "batch_sampler", "seed": 0,
@@ -132,13 +136,71 @@ def check_state(state: object, header: Mapping[str, Any]) -> dict[str, Any]:
     missing = [k for k in _REQUIRED[header["kind"]] if k not in state]
     if missing:
         raise StateError(f"the state lacks the fields {missing}: it is damaged or hand-made")
-    state_int(state, "epoch", "this loader")
+    epoch = state_int(state, "epoch", "this loader")
     state_int(state, "batches", "this loader")
+    _check_ahead(state.get("ahead", []))
+    if header["kind"] == "map":
+        _check_carry(state["carry"], epoch, header["dataset_len"])
+        if sampler is not None:
+            _check_sampler(state["sampler"], sampler, epoch)
     try:
         clean: dict[str, Any] = json.loads(json.dumps(state))
     except (TypeError, ValueError) as exc:
         raise StateError(f"a loader state holds only JSON types: {exc}") from exc
     return clean
+
+
+_DAMAGED = "pass a state returned by state_dict(), unchanged"
+
+
+def _is_index(value: object, stop: int | None = None) -> bool:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return ok and (stop is None or value < stop)  # type: ignore[operator]
+
+
+def _check_ahead(ahead: object) -> None:
+    if not isinstance(ahead, list) or not all(_is_index(s) for s in ahead):
+        raise StateError(
+            f"the state's 'ahead' must be a list of batch numbers >= 0, got {ahead!r}: " + _DAMAGED
+        )
+
+
+def _check_carry(carry: object, epoch: int, dataset_len: int) -> None:
+    """``carry``: [epoch, index] pairs of records carried into ``epoch``."""
+    if not isinstance(carry, list):
+        raise StateError(f"the state's 'carry' must be a list, got {carry!r}: " + _DAMAGED)
+    for pair in carry:
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and _is_index(pair[0], epoch + 1)
+            and _is_index(pair[1], dataset_len)
+        ):
+            raise StateError(
+                f"the state's 'carry' holds {pair!r}, not an [epoch, index] pair with an "
+                f"epoch <= {epoch} and an index below the dataset length {dataset_len}: " + _DAMAGED
+            )
+
+
+def _check_sampler(entry: object, sampler: Any, epoch: int) -> None:
+    """The sampler's own state: its kind and arguments, epoch and position."""
+    if not isinstance(entry, Mapping):
+        raise StateError(
+            f"the state's 'sampler' must be the dict a sampler's state_dict() returns, "
+            f"got {type(entry).__name__}: " + _DAMAGED
+        )
+    at = sampler._loaded_epoch(entry)  # StateError for another kind, arguments, epoch
+    if at != epoch:
+        raise StateError(
+            f"the state is inconsistent: the loader is at epoch {epoch} but its sampler "
+            f"at epoch {at}: " + _DAMAGED
+        )
+    position = state_int(entry, "position", sampler)
+    if sampler._has_len() and position > len(sampler):
+        raise StateError(
+            f"the state's sampler position {position} is past the end of {sampler!r}, "
+            f"which has {len(sampler)} indices per epoch: " + _DAMAGED
+        )
 
 
 def loader_header(cfg: LoaderConfig, dataset_len: int | None, hosts: Shard) -> dict[str, Any]:

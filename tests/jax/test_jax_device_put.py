@@ -171,7 +171,7 @@ def test_arrays_jax_cannot_hold_are_a_type_error_naming_the_field(devices):
 def test_rows_that_do_not_split_evenly_say_which_batch_size_works(devices):
     loader = sk.DataLoader(_data(), batch_size=6)
     with pytest.raises(sk.ConfigError, match=r"6 rows.*multiple of 8"):
-        next(iter(sj.device_put(loader, sj.data_parallel(devices))))
+        sj.device_put(loader, sj.data_parallel(devices))
 
 
 def test_placed_batches_keep_their_values_while_buffers_are_recycled(devices):

@@ -78,7 +78,10 @@ def test_bad_meshes_and_axes_fail_when_built(devices):
 
 
 def test_a_local_batch_that_does_not_split_over_this_hosts_devices(devices):
-    it = iter(sj.global_batches(_loader(batch_size=4), sj.data_parallel(devices)))
+    # Refused when the loader is wrapped; an iterator is checked batch by batch.
+    with pytest.raises(sk.ConfigError, match=r"4 rows.*8 devices.*multiple of 8"):
+        sj.global_batches(_loader(batch_size=4), sj.data_parallel(devices))
+    it = sj.global_batches(iter(_loader(batch_size=4)), sj.data_parallel(devices))
     with pytest.raises(sk.ConfigError, match=r"4 rows.*8 devices.*multiple of 8"):
         next(it)
 

@@ -104,8 +104,9 @@ def test_a_loading_error_comes_after_the_batches_held_ahead(devices, num_workers
 
 def test_a_placement_error_comes_after_the_batches_held_ahead(devices):
     # 20 records in batches of 8: the short last batch cannot split over 8 devices.
+    # (A loader is refused up front; an iterator's batches are checked as they come.)
     data = sk.from_arrays(y=np.arange(20))
-    it = iter(sj.device_put(sk.DataLoader(data, batch_size=8), sj.data_parallel(devices)))
+    it = sj.device_put(iter(sk.DataLoader(data, batch_size=8)), sj.data_parallel(devices))
     assert len(_ys([{"y": next(it)["y"]}])) == 1
     next(it)
     assert it.state_dict()["batches"] == 2

@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from ._presets import AxisNames, MeshPreset
 from ._split import place_all, process_shards
 from ._tree import split
+from ._upfront import check_loader_rows
 
 __all__ = ["global_batch", "global_batches"]
 
@@ -149,14 +150,17 @@ def global_batches(
         ((8,), True)
 
     Errors:
-        ConfigError: a mesh or data axis that cannot work, a bad ``prefetch``, or a
-            loader whose ``shard`` is not this JAX process's, raised here; while
+        ConfigError: a mesh or data axis that cannot work, a bad ``prefetch``, a
+            loader whose ``shard`` is not this JAX process's, or whose batches' rows
+            (``batch_size``, or a short last batch under ``last_batch="keep"``) do
+            not split evenly over the devices of the data axis, raised here; while
             iterating, those of :func:`global_batch`, after the batches already
             placed were yielded.
     """
     preset = _preset(mesh, data_axis)
     depth = check_depth(prefetch)
     _check_hosts(iterable)
+    check_loader_rows(iterable, preset.sharding, jax.process_count())
 
     def place(batch: B) -> Any:
         return global_batch(batch, preset)

@@ -12,6 +12,7 @@ from .._ahead import PlacedIterator, PlacedLoader, check_depth, placed
 from ._presets import MeshPreset
 from ._split import device_shards, place_all
 from ._tree import check_shardings, split
+from ._upfront import check_loader_rows
 
 __all__ = ["ShardingTree", "device_put", "device_put_batch"]
 
@@ -118,13 +119,16 @@ def device_put(
         [[2, 3], [4, 5], [6, 7]]
 
     Errors:
-        ConfigError: ``sharding`` is not a sharding (tree) or ``prefetch`` is not an
-            int >= 0, raised here. While iterating, the errors of
+        ConfigError: ``sharding`` is not a sharding (tree), ``prefetch`` is not an
+            int >= 0, or a loader's batches (its ``batch_size``, or the short last
+            batch of an epoch under ``last_batch="keep"``) do not split evenly over the
+            devices of the batch axis, raised here. While iterating, the errors of
             :func:`device_put_batch` and of the loader reach the caller only after
             the batches already placed were yielded.
     """
     check_shardings(sharding)
     depth = check_depth(prefetch)
+    check_loader_rows(iterable, sharding, 1)
 
     def place(batch: B) -> Any:
         return device_put_batch(batch, sharding)
