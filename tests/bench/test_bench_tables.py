@@ -103,12 +103,9 @@ def test_table_workloads_run_only_by_name(capsys: pytest.CaptureFixture[str]) ->
     assert main(["bench", "--list"]) == 0
 
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines if line.endswith("(run by name)")] == [
-        "parquet_numeric",
-        "sqlite",
-        "tokens_pack",
-        "tokens_pad",
-    ]
+    by_name = [line.split()[0] for line in lines if line.endswith("(run by name)")]
+    assert set(TABLES) <= set(by_name)
+    assert "ints" not in by_name
 
 
 def test_a_missing_library_is_named_with_its_extra(

@@ -277,7 +277,9 @@ class Setup:
 
         def rows(idx: np.ndarray) -> list[np.ndarray]:
             if not column:
-                column.append(pq.read_table(self.path, columns=["tokens"]).column("tokens"))
+                # One chunk: a take from a chunked column joins its chunks every time.
+                table = pq.read_table(self.path, columns=["tokens"])
+                column.append(table.column("tokens").combine_chunks())
             chunk = column[0].take(idx)
             return [np.asarray(chunk[i].values) for i in range(len(chunk))]
 
