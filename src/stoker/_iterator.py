@@ -73,6 +73,11 @@ class LoaderIterator(Generic[B]):
         ends the pass); otherwise later calls raise
         :class:`~stoker.IteratorFailed`;
         :class:`~stoker.LoaderTimeout` when ``timeout`` passes without a batch.
+        Ctrl-C (``KeyboardInterrupt``) while ``next()`` waits for workers or the
+        prefetch thread loses nothing: the next ``next()`` goes on with the batch it
+        was waiting for. Ctrl-C that interrupts a batch being built on the caller's
+        thread ends the iterator (:class:`~stoker.IteratorFailed` afterwards); resume
+        it with ``loader.iter(state=it.state_dict())``.
     """
 
     def __init__(
@@ -207,6 +212,8 @@ class LoaderIterator(Generic[B]):
         except BaseException as exc:  # Ctrl-C included: never pretend the epoch ended
             if self._keep_going and is_batch_error(exc):
                 raise  # that batch is lost, as with PyTorch; the next one follows
+            if isinstance(exc, KeyboardInterrupt) and self._window.intact:
+                raise  # Ctrl-C while waiting: nothing was lost, next() goes on
             self._failure = exc
             self._finalizer()
             raise

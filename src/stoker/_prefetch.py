@@ -127,6 +127,9 @@ class Prefetcher(Generic[T]):
         self._closed = False
         self._thread: threading.Thread | None = None
         self._probe_seconds: list[float] = []  # min(produce, caller's work) per result
+        # False once Ctrl-C interrupted a result being produced on the caller's thread
+        # (it may be half made); Ctrl-C while waiting for a result loses nothing.
+        self.intact = True
         self._returned_at: float | None = None
         self.produce_seconds = 0.0
         self.wait_seconds = 0.0
@@ -169,6 +172,8 @@ class Prefetcher(Generic[T]):
         except BaseException as exc:
             if not (self._keep_going and is_batch_error(exc)):
                 self._finished = True
+            if isinstance(exc, KeyboardInterrupt):
+                self.intact = False
             raise
         end = time.perf_counter()
         self.produce_seconds += end - start
@@ -198,6 +203,8 @@ class Prefetcher(Generic[T]):
                 item = self._produce()
             except BaseException as raised:
                 exc = contained(raised, "the prefetch thread")  # sys.exit() ends no program
+                if isinstance(exc, KeyboardInterrupt):
+                    self.intact = False  # raised by the producer: the pass ends here
                 with cond:
                     if self._keep_going and is_batch_error(exc):
                         window.append(_Raised(exc))  # in its batch's place; go on
@@ -233,8 +240,9 @@ class Prefetcher(Generic[T]):
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise timeout_error(self._timeout)
-                cond.wait(left)
-            item = self._window.popleft()
+                cond.wait(left)  # Ctrl-C here leaves the window as it was
+            item = self._window[0]
+            self._window.popleft()
             cond.notify_all()
         self.wait_seconds += time.perf_counter() - start
         if isinstance(item, _Raised):
@@ -316,6 +324,10 @@ class JobWindow:
         self._states: dict[int, dict[str, Any]] = {}
         self._low: int | None = None
         self.wait_seconds = 0.0
+        self._waiting = False  # in _take: Ctrl-C there loses no batch
+        # False once Ctrl-C interrupted planning or handing out a batch, so that a
+        # batch may be lost; Ctrl-C while waiting for one keeps the window as it was.
+        self.intact = True
 
     def state(self) -> dict[str, Any]:
         """The state after the batches handed out so far."""
@@ -351,16 +363,14 @@ class JobWindow:
             futures_wait([future], remaining(deadline))
             if not future.done():
                 raise timeout_error(self._timeout)
-            return self._inflight.popleft()
+            return self._inflight[0]
         finished = [pair for pair in self._inflight if pair[1].done()]
         if not finished:
             futures_wait([f for _, f in self._inflight], remaining(deadline), FIRST_COMPLETED)
             finished = [pair for pair in self._inflight if pair[1].done()]
             if not finished:
                 raise timeout_error(self._timeout)
-        pair = min(finished, key=lambda p: p[0].seq)
-        self._inflight.remove(pair)
-        return pair
+        return min(finished, key=lambda p: p[0].seq)
 
     def get(self) -> Item:
         """The next item; ``StopIteration`` after the last one."""
@@ -373,7 +383,10 @@ class JobWindow:
                 self._top_up()
                 if not self._inflight:
                     raise StopIteration
-                job, future = self._take(deadline)
+                self._waiting = True
+                job, future = self._take(deadline)  # still in flight: Ctrl-C loses nothing
+                self._waiting = False
+                self._inflight.remove((job, future))
                 try:
                     done = future.result()
                     item = self._finish(job, done)
@@ -388,7 +401,12 @@ class JobWindow:
                 self._top_up()
                 if item is not None:
                     return item
+        except KeyboardInterrupt:
+            if not self._waiting:
+                self.intact = False
+            raise
         finally:
+            self._waiting = False
             self.wait_seconds += time.perf_counter() - start
 
     def close(self) -> None:

@@ -110,16 +110,17 @@ class ThreadExecutor(QueuedExecutor):
 def contained(exc: BaseException, where: str, batch_index: int | None = None) -> BaseException:
     """What the caller sees of ``exc``, raised by user code on a worker or prefetch thread.
 
-    An ``Exception`` is itself. ``SystemExit`` (``sys.exit()`` in a map function) and
-    the other exceptions that end a program would, re-raised in the training loop,
-    end the training process: they become a :class:`~stoker.WorkerError` instead,
-    with ``exc`` as its ``__cause__``.
+    An ``Exception`` is itself, and so is a ``KeyboardInterrupt`` (it ends the pass
+    as Ctrl-C does). ``SystemExit`` (``sys.exit()`` in a map function) and the other
+    exceptions that end a program would, re-raised in the training loop, end the
+    training process: they become a :class:`~stoker.WorkerError` instead, with
+    ``exc`` as its ``__cause__``.
 
     Example:
         >>> type(contained(SystemExit(2), "thread worker 0")).__name__
         'WorkerError'
     """
-    if isinstance(exc, Exception):
+    if isinstance(exc, Exception | KeyboardInterrupt):
         return exc
     error = WorkerError(
         f"{type(exc).__name__}({exc}) was raised in {where}: sys.exit() (or raising "
