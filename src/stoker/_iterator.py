@@ -24,6 +24,7 @@ from ._plan import ChunkReader
 from ._prefetch import DEFAULT_DEPTH, JobWindow, Prefetcher, is_batch_error
 from ._stats import LoaderStats, bottleneck_verdict
 from ._stream_plan import StreamPlan
+from ._watchdog import Watchdog, describe_jobs, thread_stack
 from .errors import IteratorFailed, LoaderTimeout
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class LoaderIterator(Generic[B]):
         self._reader: ChunkReader | None = None
         self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
         release: Callable[[], None] = _nothing
+        executor: Any = None  # stage 5, when there are workers
         # After an error of one batch (user code), next() goes on with the next batch;
         # paths that read ahead across batches (stream parts, filled batches) stop.
         self._keep_going = False
@@ -163,6 +165,13 @@ class LoaderIterator(Generic[B]):
                     self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"
                 )
         parts = self._plan if isinstance(self._plan, StreamParts) else None
+        self._watchdog: Watchdog | None = None
+        if cfg.watchdog is not None:
+            self._watchdog = Watchdog(
+                cfg.watchdog,
+                _describer(self._window, executor, box, epoch),
+                name=f"stoker-watchdog-epoch{epoch}",
+            )
         self._finalizer = weakref.finalize(
             self,
             _close_all,
@@ -171,6 +180,7 @@ class LoaderIterator(Generic[B]):
             self._builder,
             self._reader or parts,
             release,
+            self._watchdog,
         )
         self._box = box
         start = self._plan.state() if self._jobs is None else self._jobs.state()
@@ -200,7 +210,7 @@ class LoaderIterator(Generic[B]):
         if self._exhausted:
             raise StopIteration
         try:
-            batch, state, count = self._window.get()
+            batch, state, count = self._watched_get()
         except StopIteration:
             self._exhausted = True
             self._box.state = self._plan.final_state()
@@ -222,6 +232,16 @@ class LoaderIterator(Generic[B]):
         self._samples += count
         result: B = batch
         return result
+
+    def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
+        watch = self._watchdog
+        if watch is None:
+            return self._window.get()
+        watch.waiting()
+        try:
+            return self._window.get()
+        finally:
+            watch.arrived()
 
     def state_dict(self) -> dict[str, Any]:
         """The JSON-serialisable state right after the last batch this iterator yielded.
@@ -272,6 +292,7 @@ class LoaderIterator(Generic[B]):
             bottleneck=bottleneck_verdict(
                 wait=wait, elapsed=elapsed, fetch=fetch, collate=collate, batches=self._batches
             ),
+            watchdog=self._watchdog.findings if self._watchdog is not None else None,
         )
 
     def close(self) -> None:
@@ -295,9 +316,12 @@ def _close_all(
     builder: BatchBuilder | None,
     reader: ChunkReader | StreamParts | None,
     release: Callable[[], None],
+    watchdog: Watchdog | None,
 ) -> None:
     if os.getpid() != pid:  # a forked child: the workers and locks are the parent's
         return
+    if watchdog is not None:
+        watchdog.close()
     window.close()
     if reader is not None:
         reader.close()
@@ -308,6 +332,36 @@ def _close_all(
 
 def _nothing() -> None:
     return None
+
+
+def _describer(
+    window: Prefetcher[Any] | JobWindow,
+    executor: Any,
+    box: StateBox,
+    epoch: int,
+) -> Callable[[int | None], str]:
+    """What the watchdog reports: the batches in flight and the stacks reading them.
+
+    It holds the window, the executor and the state box, never the iterator, so
+    that a running watchdog does not keep an abandoned iterator alive.
+    """
+
+    def describe(caller: int | None) -> str:
+        if isinstance(window, JobWindow):
+            lines = [describe_jobs(window.in_flight())]
+        else:
+            done = (box.state or {}).get("batches", "?")
+            lines = [f"  batch {done} of epoch {epoch} (the next one to be yielded)"]
+        stacks = getattr(executor, "stacks", None)
+        if callable(stacks):
+            lines.append(stacks())
+        elif isinstance(window, Prefetcher) and window.thread is not None:
+            lines.append(f"thread {window.thread.name}:\n{thread_stack(window.thread)}")
+        else:
+            lines.append(f"the calling thread:\n{thread_stack(caller)}")
+        return "\n".join(lines)
+
+    return describe
 
 
 def _restore_iterator(loader: DataLoader[Any], state: dict[str, Any]) -> LoaderIterator[Any]:

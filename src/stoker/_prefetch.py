@@ -135,6 +135,11 @@ class Prefetcher(Generic[T]):
         self.wait_seconds = 0.0
 
     @property
+    def thread(self) -> threading.Thread | None:
+        """The background thread, once started."""
+        return self._thread
+
+    @property
     def mode(self) -> str:
         """Where results are produced: "background thread" or "caller thread"."""
         if self._thread is not None:
@@ -328,6 +333,13 @@ class JobWindow:
         # False once Ctrl-C interrupted planning or handing out a batch, so that a
         # batch may be lost; Ctrl-C while waiting for one keeps the window as it was.
         self.intact = True
+
+    def in_flight(self) -> list[tuple[int, str, list[int]]]:
+        """The batches in flight: (batch index, where, sample indices) each."""
+        return [
+            (job.seq, job.where, [int(i) for _, indices in job.parts for i in indices])
+            for job, _ in list(self._inflight)
+        ]
 
     def state(self) -> dict[str, Any]:
         """The state after the batches handed out so far."""

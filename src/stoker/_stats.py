@@ -30,6 +30,9 @@ class LoaderStats:
         num_workers: worker threads or processes (0 inline).
         worker_utilisation: the share of the workers' time spent loading (0..1).
         bottleneck: a one-line verdict.
+        watchdog: what the watchdog found when ``next()`` waited ``watchdog`` seconds
+            without a batch: the batches and samples in flight and the stacks of the
+            workers reading them (None while it has not fired).
 
     Example:
         >>> import stoker as sk
@@ -54,6 +57,7 @@ class LoaderStats:
     num_workers: int = 0
     worker_utilisation: float = 0.0
     bottleneck: str = ""
+    watchdog: str | None = None
 
 
 def bottleneck_verdict(

@@ -38,12 +38,23 @@ __all__ = ["DEFAULT_MAX_RESTARTS", "ProcessExecutor"]
 
 DEFAULT_MAX_RESTARTS = 10
 """Worker replacements an executor makes under ``restart_workers=True`` before raising."""
+_DUMP_SECONDS = 1.0  # for a worker to write its stacks when the watchdog asks
 _GRACE_SECONDS = 1.0  # for a worker to finish its job and stop before SIGTERM
 _JOIN_SECONDS = 5.0
 
 
 class _Worker:
-    __slots__ = ("conn", "id", "job", "lifeline", "pid", "process", "ready", "retired")
+    __slots__ = (
+        "conn",
+        "id",
+        "job",
+        "lifeline",
+        "pid",
+        "process",
+        "ready",
+        "retired",
+        "stack_fd",
+    )
 
     def __init__(self, worker_id: int, process: Any, conn: Connection, lifeline: Connection):
         self.id = worker_id
@@ -54,6 +65,7 @@ class _Worker:
         self.job: tuple[Job, Future[Done], SlotRef | None] | None = None
         self.retired: list[int] = []
         self.ready = False  # it said "ready": it started and unpickled the pipeline
+        self.stack_fd: int | None = None  # its file for stack dumps (see worker.py)
 
 
 class ProcessExecutor(QueuedExecutor):
@@ -205,6 +217,7 @@ class ProcessExecutor(QueuedExecutor):
             return True
         if tag == "ready":
             worker.ready = True
+            worker.stack_fd = message[2] if len(message) > 2 else None
             return True
         with self._cond:
             held, worker.job = worker.job, None
@@ -300,6 +313,17 @@ class ProcessExecutor(QueuedExecutor):
             held[1].set_exception(crash)
         self._break(crash)
 
+    def stacks(self) -> str:
+        """The Python stacks of the workers holding a job (for the watchdog's report)."""
+        with self._cond:
+            busy = [(w, w.job[0]) for w in self._workers if w.job is not None]
+        parts = [
+            f"process worker {w.id} (pid {w.pid}), building {job.where}:\n"
+            + _dump_stacks(w.pid, w.stack_fd)
+            for w, job in busy
+        ]
+        return "\n".join(parts) if parts else "(no process worker holds a job)"
+
     def _bury(self, worker: _Worker, code: int | None) -> None:
         """Free an ended worker's process handle (its sentinel pipes) now, if it was
         reaped; else keep it for close() to stop and join (called with the lock held)."""
@@ -375,6 +399,32 @@ def _forget_workers_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
+def _dump_stacks(pid: int, fd: int | None) -> str:
+    """Ask worker ``pid`` for its stacks (SIGUSR1: faulthandler writes them to ``fd``).
+
+    There is no event for "faulthandler is done": the file is read until it stops
+    growing, for at most a second (this runs once per stall, from the watchdog).
+    """
+    if fd is None:
+        return "    (this worker cannot dump its stack)\n"
+    seen = b""
+    try:
+        with open(f"/proc/{pid}/fd/{fd}", "r+b") as f:
+            f.truncate(0)
+            os.kill(pid, signal.SIGUSR1)
+            deadline = time.monotonic() + _DUMP_SECONDS
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+                f.seek(0)
+                data = f.read()
+                if data and data == seen:
+                    break
+                seen = data
+    except OSError as exc:
+        return f"    (could not read its stack: {exc})\n"
+    return seen.decode(errors="replace") or "    (it did not answer)\n"
 
 
 def _close_conns(worker: _Worker) -> None:

@@ -92,6 +92,12 @@ class ThreadExecutor(QueuedExecutor):
                 future.set_exception(contained(exc, where, batch))
             del future, taken
 
+    def stacks(self) -> str:
+        """The Python stack of every worker thread (for the watchdog's report)."""
+        from .._watchdog import thread_stack
+
+        return "\n".join(f"thread {t.name}:\n{thread_stack(t)}" for t in self._threads)
+
     def close(self) -> None:
         """Cancel queued jobs and end the threads (idempotent)."""
         if self.foreign:

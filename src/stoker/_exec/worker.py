@@ -5,13 +5,14 @@ objects passed at process start), then serves jobs from its pipe
 until it is told to stop, its pipe closes, or its parent goes away. It never
 decides order or state: it builds what a job names, into the slot the job names.
 
-Messages to the parent: ``("ready", pid)``, ``("done", seq, Done, layout, nbytes,
+Messages to the parent: ``("ready", pid, stack fd)``, ``("done", seq, Done, layout, nbytes,
 segment handle or None)``,
 ``("error", seq, packed error)`` and ``("init_error", packed error)``.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import signal
@@ -85,6 +86,7 @@ def worker_main(
         target=_watch_lifeline, args=(lifeline, parent), name="stoker-lifeline", daemon=True
     ).start()
     keep_large_blocks()
+    stack_fd = _stack_dump_fd()
     try:
         spec: WorkerSpec = loads_with_inherited(payload, inherited or [])
         del payload, inherited
@@ -95,7 +97,7 @@ def worker_main(
         exc.add_note(f"stoker: raised while starting process worker {worker_id}")
         _send(conn, ("init_error", pack_error(exc)))
         return
-    _send(conn, ("ready", os.getpid()))
+    _send(conn, ("ready", os.getpid(), stack_fd))
     while True:
         try:
             message = conn.recv()
@@ -126,6 +128,21 @@ def worker_main(
             data = _dumps(("error", job.seq, pack_error(exc)))
         if not _send_bytes(conn, data):
             return
+
+
+def _stack_dump_fd() -> int | None:
+    """A memory file that receives every thread's stack on SIGUSR1, or None.
+
+    The parent's watchdog sends SIGUSR1 to a worker that holds a batch for too long
+    and reads the file through ``/proc/<pid>/fd``; faulthandler writes it from the
+    signal handler, so it works while the worker is stuck in C code too.
+    """
+    try:
+        fd = os.memfd_create("stoker-stacks", os.MFD_CLOEXEC)
+        faulthandler.register(signal.SIGUSR1, file=fd, all_threads=True)
+    except (AttributeError, OSError, RuntimeError):
+        return None
+    return fd
 
 
 def _portable(exc: BaseException) -> BaseException:
