@@ -201,3 +201,21 @@ def test_fsspec_urls_are_read_with_fsspec(shards):
         assert len(braced.urls) == 2
     finally:
         fs.rm("/tar-test", recursive=True)
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_long_and_unicode_names_in_every_tar_format(tmp_path, fmt):
+    deep = "/".join(["folder"] * 12)  # longer than the 100 bytes of a header's name
+    names = [f"{deep}/key.txt", f"{deep}/key.cls"]
+    if fmt != tarfile.USTAR_FORMAT:
+        names.append("döner/" + "x" * 120 + ".txt")
+    path = tmp_path / "formats.tar"
+    with tarfile.open(path, "w", format=fmt) as tar:
+        for name in names:
+            add_member(tar, name, name.encode())
+    records = list(sk.from_tar_shards(str(path)))
+    assert records[0]["__key__"] == f"{deep}/key"
+    assert records[0]["txt"] == names[0].encode()
+    assert records[0]["cls"] == names[1].encode()
+    if fmt != tarfile.USTAR_FORMAT:
+        assert records[1]["__key__"] == "döner/" + "x" * 120

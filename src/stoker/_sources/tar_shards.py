@@ -41,8 +41,45 @@ class TarShardError(StokerError, ValueError):
     """A tar shard that cannot be read safely: an unsafe member, a truncated or corrupt file."""
 
 
+_USTAR = b"ustar\x00"  # POSIX magic: the prefix field extends the name
+
+
+def _plain_header(buf: bytes | bytearray) -> tuple[str, int] | None:
+    """(name, size) of a plain ustar header of a regular file; None for any other block
+    (tarfile's own parser then reads it: pax and GNU extensions, links, damage)."""
+    if len(buf) != tarfile.BLOCKSIZE or buf[156:157] not in (b"0", b"\x00"):
+        return None
+    size_field = buf[124:136]
+    if size_field[:1] in (b"\x80", b"\xff"):  # base-256: a huge member
+        return None
+    try:
+        size = int(size_field.strip(b" \x00") or b"0", 8)
+        chksum = int(buf[148:156].strip(b" \x00"), 8)
+    except ValueError:
+        return None
+    if chksum != sum(buf[:148]) + 256 + sum(buf[156:]):
+        return None
+    name = buf[:100].split(b"\x00", 1)[0]
+    if buf[257:263] == _USTAR and buf[345] != 0:
+        name = buf[345:500].split(b"\x00", 1)[0] + b"/" + name
+    if not name or name.endswith(b"/"):
+        return None
+    return name.decode("utf-8", "surrogateescape"), size
+
+
 class _Header(tarfile.TarInfo):
-    """Notes on the archive why the header loop ended (a clean end, or damage)."""
+    """Notes on the archive why the header loop ended (a clean end, or damage), and
+    reads the headers of plain regular files quickly (only their name and size)."""
+
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> Self:
+        plain = _plain_header(buf)
+        if plain is None:
+            return super().frombuf(buf, encoding, errors)
+        member = cls(plain[0])
+        member.size = plain[1]
+        member.type = tarfile.REGTYPE
+        return member
 
     @classmethod
     def fromtarfile(cls, tarfile: tarfile.TarFile) -> Self:
