@@ -166,12 +166,9 @@ class LoaderIterator(Generic[B]):
                 )
         parts = self._plan if isinstance(self._plan, StreamParts) else None
         self._watchdog: Watchdog | None = None
-        if cfg.watchdog is not None:
-            self._watchdog = Watchdog(
-                cfg.watchdog,
-                _describer(self._window, executor, box, epoch),
-                name=f"stoker-watchdog-epoch{epoch}",
-            )
+        if cfg.watchdog is not None:  # it looks in while next() waits in the window
+            self._watchdog = Watchdog(cfg.watchdog, _describer(self._window, executor, box, epoch))
+            self._window.watchdog = self._watchdog
         self._finalizer = weakref.finalize(
             self,
             _close_all,
@@ -180,7 +177,6 @@ class LoaderIterator(Generic[B]):
             self._builder,
             self._reader or parts,
             release,
-            self._watchdog,
         )
         self._box = box
         start = self._plan.state() if self._jobs is None else self._jobs.state()
@@ -234,14 +230,9 @@ class LoaderIterator(Generic[B]):
         return result
 
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
-        watch = self._watchdog
-        if watch is None:
-            return self._window.get()
-        watch.waiting()
-        try:
-            return self._window.get()
-        finally:
-            watch.arrived()
+        if self._watchdog is not None:
+            self._watchdog.begin()
+        return self._window.get()
 
     def state_dict(self) -> dict[str, Any]:
         """The JSON-serialisable state right after the last batch this iterator yielded.
@@ -316,12 +307,9 @@ def _close_all(
     builder: BatchBuilder | None,
     reader: ChunkReader | StreamParts | None,
     release: Callable[[], None],
-    watchdog: Watchdog | None,
 ) -> None:
     if os.getpid() != pid:  # a forked child: the workers and locks are the parent's
         return
-    if watchdog is not None:
-        watchdog.close()
     window.close()
     if reader is not None:
         reader.close()
@@ -339,14 +327,14 @@ def _describer(
     executor: Any,
     box: StateBox,
     epoch: int,
-) -> Callable[[int | None], str]:
+) -> Callable[[], str]:
     """What the watchdog reports: the batches in flight and the stacks reading them.
 
     It holds the window, the executor and the state box, never the iterator, so
     that a running watchdog does not keep an abandoned iterator alive.
     """
 
-    def describe(caller: int | None) -> str:
+    def describe() -> str:
         if isinstance(window, JobWindow):
             lines = [describe_jobs(window.in_flight())]
         else:
@@ -358,7 +346,7 @@ def _describer(
         elif isinstance(window, Prefetcher) and window.thread is not None:
             lines.append(f"thread {window.thread.name}:\n{thread_stack(window.thread)}")
         else:
-            lines.append(f"the calling thread:\n{thread_stack(caller)}")
+            lines.append("(the batch is being built on the calling thread)")
         return "\n".join(lines)
 
     return describe

@@ -73,10 +73,12 @@ class DataLoader(Generic[B]):
         start_method: how worker processes start: "forkserver" (default, safe after
             JAX or PyTorch started threads), "spawn" or "fork".
         timeout: seconds to wait for a batch before :class:`~stoker.LoaderTimeout`.
-        watchdog: seconds ``next()`` waits before it logs, once, a warning (logger
-            ``"stoker"``) naming the batches and samples in flight and the stacks of
-            the workers reading them; the same goes into ``it.stats().watchdog``.
-            None turns it off. It never raises (``timeout`` does).
+        watchdog: seconds ``next()`` waits for workers or the prefetch thread before
+            it logs, once, a warning (logger ``"stoker"``) naming the batches and
+            samples in flight and the stacks of the workers reading them; the same
+            goes into ``it.stats().watchdog``. None turns it off. It never raises
+            (``timeout`` does), and it does not watch a batch built on the calling
+            thread (no workers and no prefetch thread: that thread is yours).
         on_error: "raise", or "skip" records whose loading raises (at most
             ``max_errors``, then raise).
         shard: load one host's slice of every global batch: ``sk.Shard(index, count)``,

@@ -27,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ._exec.jobs import Done, Job
 from ._exec.threads import contained
+from ._watchdog import Watchdog
 from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
 
 __all__ = [
@@ -130,6 +131,7 @@ class Prefetcher(Generic[T]):
         # False once Ctrl-C interrupted a result being produced on the caller's thread
         # (it may be half made); Ctrl-C while waiting for a result loses nothing.
         self.intact = True
+        self.watchdog: Watchdog | None = None  # looks in while get() waits
         self._returned_at: float | None = None
         self.produce_seconds = 0.0
         self.wait_seconds = 0.0
@@ -245,7 +247,10 @@ class Prefetcher(Generic[T]):
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise timeout_error(self._timeout)
-                cond.wait(left)  # Ctrl-C here leaves the window as it was
+                watch = self.watchdog
+                cond.wait(left if watch is None else watch.step(left))  # Ctrl-C: nothing lost
+                if watch is not None and not self._window:
+                    watch.check()
             item = self._window[0]
             self._window.popleft()
             cond.notify_all()
@@ -333,6 +338,7 @@ class JobWindow:
         # False once Ctrl-C interrupted planning or handing out a batch, so that a
         # batch may be lost; Ctrl-C while waiting for one keeps the window as it was.
         self.intact = True
+        self.watchdog: Watchdog | None = None  # looks in while get() waits
 
     def in_flight(self) -> list[tuple[int, str, list[int]]]:
         """The batches in flight: (batch index, where, sample indices) each."""
@@ -372,17 +378,29 @@ class JobWindow:
     def _take(self, deadline: float | None) -> tuple[Job, Future[Done]]:
         if self.ordered:
             _job, future = self._inflight[0]
-            futures_wait([future], remaining(deadline))
+            self._wait([future], deadline)
             if not future.done():
                 raise timeout_error(self._timeout)
             return self._inflight[0]
         finished = [pair for pair in self._inflight if pair[1].done()]
         if not finished:
-            futures_wait([f for _, f in self._inflight], remaining(deadline), FIRST_COMPLETED)
+            self._wait([f for _, f in self._inflight], deadline)
             finished = [pair for pair in self._inflight if pair[1].done()]
             if not finished:
                 raise timeout_error(self._timeout)
         return min(finished, key=lambda p: p[0].seq)
+
+    def _wait(self, futures: list[Future[Done]], deadline: float | None) -> None:
+        """Wait until one of ``futures`` is done or ``deadline`` passes; the watchdog
+        looks in when its time comes."""
+        while True:
+            left = remaining(deadline)
+            watch = self.watchdog
+            step = left if watch is None else watch.step(left)
+            done, _ = futures_wait(futures, step, FIRST_COMPLETED)
+            if done or watch is None or step == left:
+                return
+            watch.check()
 
     def get(self) -> Item:
         """The next item; ``StopIteration`` after the last one."""

@@ -18,7 +18,6 @@ MODES = [
     pytest.param({"num_workers": 2, "worker_mode": "thread"}, id="thread-workers"),
     pytest.param({"num_workers": 2, "worker_mode": "process"}, id="process-workers"),
     pytest.param({"prefetch": 2}, id="prefetch-thread"),
-    pytest.param({"prefetch": 0}, id="caller-thread"),
 ]
 
 
