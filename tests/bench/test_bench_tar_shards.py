@@ -11,7 +11,6 @@ from stoker._cli import main
 
 
 # torch's workers fork; lance, when an earlier test imported it, warns at every fork.
-@pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning")
 def test_tar_shards_runs_verified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["bench", "--scale", "0.05", "--cache-dir", str(tmp_path / "cache")]
     assert main([*args, "--workloads", "tar_shards", "--repeats", "1"]) == 0
