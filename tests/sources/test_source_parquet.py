@@ -1,3 +1,4 @@
+import functools
 import os
 import pickle
 
@@ -171,8 +172,15 @@ def test_pickles_as_a_description(root):
 
 
 def test_auto_runs_on_threads(root):
-    loader = sk.DataLoader(sk.from_parquet(root), batch_size=4, num_workers=2)
-    assert loader._resolved_mode() == "thread"
+    pad = functools.partial(sk.pad_collate, max_length=8)
+    for collate_fn in (None, sk.pad_collate, pad):
+        loader = sk.DataLoader(
+            sk.from_parquet(root, columns=FIXED), batch_size=4, num_workers=2, collate_fn=collate_fn
+        )
+        it = iter(loader)
+        next(it)
+        assert it.stats().worker_mode == "thread"
+        loader.close()
 
 
 def test_arrow_dataset_of_parquet_files_reads_like_from_parquet(root):

@@ -1,4 +1,4 @@
-"""``default_collate`` and ``pad_collate``: records in, one batch out.
+"""``default_collate``: records in, one batch out (``pad_collate`` builds on it).
 
 Collation follows the structure of the first record: arrays are stacked (PyTorch CPU
 tensors too, as NumPy arrays that share their memory), Python and
@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import CollateError
 from .tree import is_dataclass_instance, is_namedtuple
 
-__all__ = ["default_collate", "pad_collate"]
+__all__ = ["default_collate"]
 
 _SCALAR_DTYPES: dict[type, Any] = {
     bool: np.bool_,
@@ -172,7 +172,3 @@ def _stack_tensors(records: Sequence[Any], out: Any, where: str) -> Any:
         except (TypeError, RuntimeError) as exc:
             raise CollateError(f"cannot collate {where}: {exc}") from exc
     return _stack(arrays, out, where)
-
-
-# pad_collate walks records with the helpers above, so it is defined after them.
-from .pad import pad_collate  # noqa: E402

@@ -9,7 +9,8 @@ workers when every stage of the pipeline is known to do so, and processes otherw
   every source that says so with a true ``_releases_gil`` (the table sources, whose
   reads run in Arrow, SQLite or NumPy with the GIL released);
 * a ``map``/``filter`` function or a ``from_iterable`` factory is known when it is
-  marked with :func:`releases_gil`; a custom ``collate_fn`` likewise;
+  marked with :func:`releases_gil`; a custom ``collate_fn`` likewise, and stoker's own
+  ``default_collate`` and ``pad_collate`` (or a ``functools.partial`` of them) are;
 * anything else (a user's own ``Dataset`` subclass, a PyTorch dataset) is not.
 """
 
@@ -89,6 +90,16 @@ def is_marked(fn: object) -> bool:
     return bool(getattr(fn, _MARK, False))
 
 
+def _numpy_collate(fn: object) -> bool:
+    """True for stoker's own collate functions (NumPy work), or a partial of one."""
+    from .._batching.collate import default_collate
+    from .._batching.pad import pad_collate
+
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn is default_collate or fn is pad_collate
+
+
 def pipeline_releases_gil(node: object, collate_fn: object = None) -> bool:
     """True when every stage under ``node`` (and ``collate_fn``) is known to release the GIL.
 
@@ -99,7 +110,7 @@ def pipeline_releases_gil(node: object, collate_fn: object = None) -> bool:
         >>> pipeline_releases_gil(sk.range(10).map(lambda x: x + 1))
         False
     """
-    if collate_fn is not None and not is_marked(collate_fn):
+    if collate_fn is not None and not (is_marked(collate_fn) or _numpy_collate(collate_fn)):
         return False
     name = type(node).__name__
     if name in _FUNCTION_STAGES:
