@@ -210,10 +210,10 @@ class LoaderConfig:
             )
         if may_skip or self.on_error == "skip":
             raise NotSupportedError(
-                "shard= does not work with a filter or on_error='skip': each host would need "
-                f"to read the other {n - 1} hosts' records to know where its own slice "
-                "starts; filter the data before sharding it, or shard the dataset itself "
-                "with ds.shard(index, count)"
+                "shard= does not work with a filter, sk.pack or on_error='skip': each host "
+                f"would need to read the other {n - 1} hosts' records to know where its own "
+                "slice starts; filter or pack the data before sharding it, or shard the "
+                "dataset itself with ds.shard(index, count) before the filter or pack"
             )
         if is_distributed_sampler(self.sampler):
             raise ConfigError(

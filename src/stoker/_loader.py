@@ -303,7 +303,7 @@ class DataLoader(Generic[B]):
         after it, that of the next one.
 
         Errors:
-            TypeError: a stream, or a pipeline with a filter (the count is not known
+            TypeError: a stream, or a pipeline with a filter or pack (the count is not known
                 before reading).
         """
         cfg, ds = self._config, self._dataset
@@ -314,7 +314,8 @@ class DataLoader(Generic[B]):
         if ds._may_skip or cfg.on_error == "skip":
             raise TypeError(
                 "the number of batches is not known before reading: the pipeline has a "
-                "filter (or on_error='skip'), so batches are filled as records pass"
+                "filter or sk.pack (or on_error='skip'), so batches are filled as records "
+                "pass"
             )
         if self._sampler is None:
             raise RuntimeError("a map-style loader without a sampler")

@@ -230,3 +230,14 @@ def test_fields_of_a_record_must_be_equally_long() -> None:
     ds = sk.from_sequence([{"a": [1, 2], "b": [1]}]).pack(8, fields=("a", "b"))
     with pytest.raises(sk.CollateError, match="equally long"):
         list(sk.DataLoader(ds, batch_size=2))
+
+
+@pytest.mark.parametrize("combine", ["concat", "mix", "zip"])
+def test_combining_packed_datasets_is_refused_with_the_order_to_use(combine):
+    packed = sk.pack(sk.from_sequence([{"tokens": np.arange(3)}] * 4), length=8)
+    parts = [packed, packed]
+    with pytest.raises(sk.ConfigError, match=rf"pack last: sk\.pack\(sk\.{combine}"):
+        if combine == "zip":
+            sk.zip(*parts)
+        else:
+            getattr(sk, combine)(parts)

@@ -32,6 +32,11 @@ def check_parts(datasets: object, what: str) -> list[Dataset[Any]]:
             raise ConfigError(
                 f"{what}() needs map-style datasets, item {k} is a {type(ds).__name__}: {hint}"
             )
+        if ds._packer(1) is not None:
+            raise ConfigError(
+                f"{what}() over a packed dataset (item {k}): rows are packed as the loader "
+                f"reads, so pack last: sk.pack(sk.{what}(...), length)"
+            )
     return list(datasets)
 
 
