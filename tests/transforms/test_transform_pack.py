@@ -235,9 +235,6 @@ def test_fields_of_a_record_must_be_equally_long() -> None:
 @pytest.mark.parametrize("combine", ["concat", "mix", "zip"])
 def test_combining_packed_datasets_is_refused_with_the_order_to_use(combine):
     packed = sk.pack(sk.from_sequence([{"tokens": np.arange(3)}] * 4), length=8)
-    parts = [packed, packed]
+    build = {"concat": sk.concat, "mix": sk.mix, "zip": lambda parts: sk.zip(*parts)}[combine]
     with pytest.raises(sk.ConfigError, match=rf"pack last: sk\.pack\(sk\.{combine}"):
-        if combine == "zip":
-            sk.zip(*parts)
-        else:
-            getattr(sk, combine)(parts)
+        build([packed, packed])
