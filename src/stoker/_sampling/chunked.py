@@ -76,6 +76,12 @@ class ChunkedShuffleSampler(Sampler):
     exactly once per epoch. The order depends only on ``(seed, epoch)``; windows are
     built as they are reached, so memory is ``O(n / chunk_size + window)``.
 
+    When to use it: when a full shuffle would read storage all over the place, that is
+    when the data is larger than what can be kept decoded or cached. For Parquet files
+    larger than the decode cache, ``sk.from_parquet(...).shuffle_sampler(seed)`` builds
+    one whose chunks are row groups, so the loader decodes a few row groups at a time
+    instead of one per record; smaller files shuffle fully with ``shuffle=True``.
+
     Args:
         n: the number of indices, or a sized object (a dataset) whose length it is.
         chunk_size: indices per chunk, >= 1; e.g. the records in one file or row group.
