@@ -67,6 +67,8 @@ def test_table_workloads_run_verified_against_torch(
         for row, versus in VERSUS.get(name, {}).items():
             ratio = rows[row]["samples_per_s"] / rows[versus]["samples_per_s"]
             assert rows[row]["vs_torch"] == pytest.approx(ratio)
+    for w in by_name.values():  # the mode each stoker loader ran in is reported
+        assert all(r["worker_mode"] for r in w["rows"] if r["kind"] == "stoker")
     pad = by_name["tokens_pad"]
     assert all(row["samples"] == pad["params"]["records"] == 1000 for row in pad["rows"])
     pack = by_name["tokens_pack"]

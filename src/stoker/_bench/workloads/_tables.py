@@ -67,10 +67,29 @@ class AsArrays:
         self._field = field
         self._to_array = to_array
 
-    def __iter__(self) -> Iterator[Batch]:
-        field, to_array = self._field, self._to_array
-        for batch in self._loader:
-            yield Batch(batch, len(batch[field]), to_array)
+    def __iter__(self) -> _Batches:
+        return _Batches(iter(self._loader), self._field, self._to_array)
+
+
+class _Batches:
+    """The iterator of :class:`AsArrays`; ``stats()`` is the wrapped iterator's (the
+    worker mode a stoker loader used), None for others."""
+
+    def __init__(self, batches: Iterator[Any], field: str, to_array: ToArray) -> None:
+        self._batches = batches
+        self._field = field
+        self._to_array = to_array
+
+    def __iter__(self) -> _Batches:
+        return self
+
+    def __next__(self) -> Batch:
+        batch = next(self._batches)
+        return Batch(batch, len(batch[self._field]), self._to_array)
+
+    def stats(self) -> Any:
+        stats = getattr(self._batches, "stats", None)
+        return stats() if callable(stats) else None
 
 
 def columns_array(names: list[str]) -> ToArray:
