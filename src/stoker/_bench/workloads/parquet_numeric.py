@@ -1,9 +1,10 @@
-"""``parquet_numeric``: a ~1.07 GB Parquet file of 16 float32 columns + an int64 label, shuffled.
+"""``parquet_numeric``: 1.07 GB of 16 float32 columns + an int64 label in Parquet, shuffled.
 
-14.9 million rows in row groups of 262,144 rows (~19 MB each), batch 1024. The file
-is larger than stoker's decode cache (256 MiB), so every loader reads the epoch
-order of stoker's row-group-aligned ``ds.shuffle_sampler(seed=0)``: row groups in a
-random order, rows shuffled within windows of 4 row groups.
+14.9 million rows (1.49 GB on disk, as pyarrow writes them by default) in row
+groups of 262,144 rows (~19 MB each), batch 1024. The file is larger than stoker's
+decode cache (256 MiB), so every loader reads the epoch order of stoker's
+row-group-aligned ``ds.shuffle_sampler(seed=0)``: row groups in a random order, rows
+shuffled within windows of 4 row groups.
 
 Rows:
 
@@ -17,7 +18,7 @@ Rows:
   the last 8 decoded row groups per worker, so that with the row-group-aligned
   order it decodes each row group about once: what is left is the per-row cost. It
   reads the same order, but only its first 131,072 rows (a whole epoch would take
-  about 40 minutes): its samples/s is that part's.
+  about 10 minutes): its samples/s is that part's.
 
 The limit: the time pyarrow takes to read the whole file once (``pq.read_table``, the
 sequential decode limit) is measured in the same run, while the workload is
