@@ -139,7 +139,9 @@ def _shm_entries() -> list[str]:
             found.append(os.readlink(f"/proc/self/fd/{fd}"))
     with open("/proc/self/maps") as maps:
         found.extend(maps.read().splitlines())
-    return [entry for entry in found if "/dev/shm/" in entry]
+    # multiprocessing's own heap ("pym-<pid>-..."), which a multiprocessing.Value made
+    # by an earlier test in this process keeps for the life of the process, is not ours.
+    return [entry for entry in found if "/dev/shm/" in entry and "/dev/shm/pym-" not in entry]
 
 
 def _shm_entries_of_worker(ds):
