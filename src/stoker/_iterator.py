@@ -21,10 +21,11 @@ from ._dataset import IterDataset
 from ._exec.jobs import Tally
 from ._parts import StreamParts
 from ._plan import ChunkReader
-from ._prefetch import DEFAULT_DEPTH, JobWindow, Prefetcher, is_batch_error
+from ._prefetch import DEFAULT_DEPTH, Prefetcher, is_batch_error
 from ._stats import LoaderStats, bottleneck_verdict
 from ._stream_plan import StreamPlan
 from ._watchdog import Watchdog, describe_jobs, thread_stack
+from ._window import JobWindow
 from .errors import IteratorFailed, LoaderTimeout
 
 if TYPE_CHECKING:

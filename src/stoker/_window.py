@@ -1,0 +1,199 @@
+"""``JobWindow``: one bounded window of jobs in flight on an executor (stage 6).
+
+The parent plans every job; the window keeps up to ``depth`` of them in work and
+hands their batches out in order (a reorder buffer) or as they finish.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future
+from concurrent.futures import wait as futures_wait
+from typing import Any
+
+from ._exec.jobs import Done, Job
+from ._prefetch import Executor, Item, remaining, timeout_error
+from ._watchdog import Watchdog
+from .errors import IteratorFailed
+
+__all__ = ["JobWindow"]
+
+
+class JobWindow:
+    """Up to ``depth`` jobs in flight on an executor; their batches in order or as they finish.
+
+    ``next_job()`` plans the next job (None: no more); ``finish(job, done)`` turns a
+    worker's result into an item, or None for a batch that turned out empty. With
+    ``ordered=False`` a finished batch is handed out before an earlier one still in
+    work; the state then names the batches handed out ahead of the first missing
+    one (``"ahead"``), so a restore skips exactly those.
+
+    Example:
+        >>> import numpy as np, stoker as sk
+        >>> from stoker._context import Context
+        >>> from stoker._batching.pool import BufferPool
+        >>> from stoker._exec.jobs import Job, WorkerSpec
+        >>> from stoker._exec.threads import ThreadExecutor
+        >>> jobs = iter([Job(s, "build", ((Context(), np.array([s])),), "", {"b": s + 1}, 1)
+        ...              for s in range(3)])
+        >>> ex = ThreadExecutor(WorkerSpec(sk.range(3), None, 1, "raise", 0, 2, None, None),
+        ...                     BufferPool(1, 4))
+        >>> w = JobWindow(lambda: next(jobs, None), lambda j, d: (d.value, j.state, 1), ex,
+        ...               depth=2, ordered=True, timeout=None, start_state={"b": 0})
+        >>> [w.get()[0].tolist() for _ in range(3)], w.state()
+        ([[0], [1], [2]], {'b': 3})
+        >>> w.close(); ex.close()
+
+    Resources:
+        Holds futures only; :meth:`close` cancels the jobs not yet started.
+
+    Errors:
+        A job's exception is re-raised by :meth:`get`, and the next :meth:`get`
+        goes on with the next batch; :class:`~stoker.LoaderTimeout` when no batch
+        finishes within ``timeout``.
+    """
+
+    def __init__(
+        self,
+        next_job: Callable[[], Job | None],
+        finish: Callable[[Job, Done], Item | None],
+        executor: Executor,
+        *,
+        depth: int,
+        ordered: bool,
+        timeout: float | None,
+        start_state: dict[str, Any],
+        ahead: Iterable[int] = (),
+        token: int = 0,
+    ) -> None:
+        self._next_job = next_job
+        self._finish = finish
+        self._executor = executor
+        self.depth = max(1, depth)
+        self.ordered = ordered
+        self._timeout = timeout
+        self._token = token
+        self._inflight: deque[tuple[Job, Future[Done]]] = deque()
+        self._planned_all = False
+        self._closed = False
+        # Unordered bookkeeping: batches handed out at or after the first missing one.
+        self._skip = set(ahead)
+        self._out: set[int] = set(self._skip)
+        self._low_state = start_state
+        self._states: dict[int, dict[str, Any]] = {}
+        self._low: int | None = None
+        self.wait_seconds = 0.0
+        self._waiting = False  # in _take: Ctrl-C there loses no batch
+        # False once Ctrl-C interrupted planning or handing out a batch, so that a
+        # batch may be lost; Ctrl-C while waiting for one keeps the window as it was.
+        self.intact = True
+        self.watchdog: Watchdog | None = None  # looks in while get() waits
+
+    def in_flight(self) -> list[tuple[int, str, list[int]]]:
+        """The batches in flight: (batch index, where, sample indices) each."""
+        return [
+            (job.seq, job.where, [int(i) for _, indices in job.parts for i in indices])
+            for job, _ in list(self._inflight)
+        ]
+
+    def state(self) -> dict[str, Any]:
+        """The state after the batches handed out so far."""
+        ahead = sorted(s for s in self._out if self._low is None or s >= self._low)
+        return {**self._low_state, "ahead": ahead} if ahead else self._low_state
+
+    def _top_up(self) -> None:
+        while not self._planned_all and len(self._inflight) < self.depth:
+            job = self._next_job()
+            if job is None:
+                self._planned_all = True
+                return
+            if self._low is None:
+                self._low = job.seq
+            if job.state is not None:
+                self._states[job.seq] = job.state
+            if job.seq in self._skip:
+                self._skip.discard(job.seq)
+                self._handed_out(job.seq)
+                continue
+            self._inflight.append((job, self._executor.submit(job)))
+
+    def _handed_out(self, seq: int) -> None:
+        self._out.add(seq)
+        while self._low is not None and self._low in self._out:
+            self._out.discard(self._low)
+            self._low_state = self._states.pop(self._low, self._low_state)
+            self._low += 1
+
+    def _take(self, deadline: float | None) -> tuple[Job, Future[Done]]:
+        if self.ordered:
+            _job, future = self._inflight[0]
+            self._wait([future], deadline)
+            if not future.done():
+                raise timeout_error(self._timeout)
+            return self._inflight[0]
+        finished = [pair for pair in self._inflight if pair[1].done()]
+        if not finished:
+            self._wait([f for _, f in self._inflight], deadline)
+            finished = [pair for pair in self._inflight if pair[1].done()]
+            if not finished:
+                raise timeout_error(self._timeout)
+        return min(finished, key=lambda p: p[0].seq)
+
+    def _wait(self, futures: list[Future[Done]], deadline: float | None) -> None:
+        """Wait until one of ``futures`` is done or ``deadline`` passes; the watchdog
+        looks in when its time comes."""
+        while True:
+            left = remaining(deadline)
+            watch = self.watchdog
+            step = left if watch is None else watch.step(left)
+            done, _ = futures_wait(futures, step, FIRST_COMPLETED)
+            if done or watch is None or step == left:
+                return
+            watch.check()
+
+    def get(self) -> Item:
+        """The next item; ``StopIteration`` after the last one."""
+        start = time.perf_counter()
+        deadline = None if self._timeout is None else start + self._timeout
+        try:
+            while True:
+                if self._closed:
+                    raise StopIteration
+                self._top_up()
+                if not self._inflight:
+                    raise StopIteration
+                self._waiting = True
+                job, future = self._take(deadline)  # still in flight: Ctrl-C loses nothing
+                self._waiting = False
+                self._inflight.remove((job, future))
+                try:
+                    done = future.result()
+                    item = self._finish(job, done)
+                except CancelledError:
+                    raise IteratorFailed(
+                        "the loader's workers were closed while this iterator was reading"
+                    ) from None
+                except BaseException:
+                    self._handed_out(job.seq)  # the batch is gone; the next one may follow
+                    raise
+                self._handed_out(job.seq)
+                self._top_up()
+                if item is not None:
+                    return item
+        except KeyboardInterrupt:
+            if not self._waiting:
+                self.intact = False
+            raise
+        finally:
+            self._waiting = False
+            self.wait_seconds += time.perf_counter() - start
+
+    def close(self) -> None:
+        """Cancel this window's jobs that have not started (idempotent)."""
+        self._closed = True
+        self._executor.cancel(self._token)
+        for _, future in self._inflight:
+            future.cancel()
+        self._inflight.clear()
