@@ -18,7 +18,6 @@ import contextlib
 import multiprocessing
 import os
 import pickle
-import signal
 import threading
 import time
 import weakref
@@ -27,6 +26,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
+from .diagnosis import crash_message, dump_stacks
 from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
 from .queue import QueuedExecutor
@@ -38,7 +38,6 @@ __all__ = ["DEFAULT_MAX_RESTARTS", "ProcessExecutor"]
 
 DEFAULT_MAX_RESTARTS = 10
 """Worker replacements an executor makes under ``restart_workers=True`` before raising."""
-_DUMP_SECONDS = 1.0  # for a worker to write its stacks when the watchdog asks
 _GRACE_SECONDS = 1.0  # for a worker to finish its job and stop before SIGTERM
 _JOIN_SECONDS = 5.0
 
@@ -303,7 +302,9 @@ class ProcessExecutor(QueuedExecutor):
                     held[1].set_exception(self.broken)
                 return
             crash = WorkerCrashed(
-                _crash_message(worker, code, held[0] if held is not None else None, starting)
+                crash_message(
+                    worker.id, worker.pid, code, held[0] if held is not None else None, starting
+                )
                 + self._restart_advice(starting),
                 batch_index=held[0].seq if held is not None and held[0].kind == "build" else None,
             )
@@ -319,7 +320,7 @@ class ProcessExecutor(QueuedExecutor):
             busy = [(w, w.job[0]) for w in self._workers if w.job is not None]
         parts = [
             f"process worker {w.id} (pid {w.pid}), building {job.where}:\n"
-            + _dump_stacks(w.pid, w.stack_fd)
+            + dump_stacks(w.pid, w.stack_fd)
             for w, job in busy
         ]
         return "\n".join(parts) if parts else "(no process worker holds a job)"
@@ -401,32 +402,6 @@ def _forget_workers_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_workers_in_child)
 
 
-def _dump_stacks(pid: int, fd: int | None) -> str:
-    """Ask worker ``pid`` for its stacks (SIGUSR1: faulthandler writes them to ``fd``).
-
-    There is no event for "faulthandler is done": the file is read until it stops
-    growing, for at most a second (this runs once per stall, from the watchdog).
-    """
-    if fd is None:
-        return "    (this worker cannot dump its stack)\n"
-    seen = b""
-    try:
-        with open(f"/proc/{pid}/fd/{fd}", "r+b") as f:
-            f.truncate(0)
-            os.kill(pid, signal.SIGUSR1)
-            deadline = time.monotonic() + _DUMP_SECONDS
-            while time.monotonic() < deadline:
-                time.sleep(0.02)
-                f.seek(0)
-                data = f.read()
-                if data and data == seen:
-                    break
-                seen = data
-    except OSError as exc:
-        return f"    (could not read its stack: {exc})\n"
-    return seen.decode(errors="replace") or "    (it did not answer)\n"
-
-
 def _close_conns(worker: _Worker) -> None:
     worker.conn.close()
     worker.lifeline.close()
@@ -450,31 +425,3 @@ def _stop_processes(processes: list[Any]) -> None:
     for process in processes:
         with contextlib.suppress(ValueError):  # still running after SIGKILL: reaped later
             process.close()
-
-
-def _crash_message(worker: _Worker, code: int | None, job: Job | None, starting: bool) -> str:
-    """What happened to a worker that died, and (when it died starting) why it may have."""
-    where = f"worker process {worker.id} (pid {worker.pid}) {_describe_exit(code)}"
-    if starting:
-        return (
-            f"{where} while starting, before it could take a job (its own error, if any, "
-            "is printed above). A worker started with start_method='spawn' (or by a fork "
-            "server that another library started) runs the main script again: a script "
-            "whose loop is not under an 'if __name__ == \"__main__\":' guard starts the "
-            "loop again in every worker. Put the loop under that guard, or use the default "
-            "start_method='forkserver' (or 'fork'); also check that worker_init_fn and the "
-            "dataset can be unpickled in a fresh process"
-        )
-    doing = f"building {job.where}" if job is not None else "idle"
-    return f"{where} while {doing}"
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "stopped answering"
-    if code < 0:
-        try:
-            return f"was killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"

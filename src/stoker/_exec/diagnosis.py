@@ -1,0 +1,69 @@
+"""What a stuck or dead worker process looks like: its stacks, and why it died."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from .jobs import Job
+
+__all__ = ["crash_message", "describe_exit", "dump_stacks"]
+
+_DUMP_SECONDS = 1.0  # for a worker to write its stacks when the watchdog asks
+
+
+def dump_stacks(pid: int, fd: int | None) -> str:
+    """Ask worker ``pid`` for its stacks (SIGUSR1: faulthandler writes them to ``fd``).
+
+    There is no event for "faulthandler is done": the file is read until it stops
+    growing, for at most a second (this runs once per stall, from the watchdog).
+    """
+    if fd is None:
+        return "    (this worker cannot dump its stack)\n"
+    seen = b""
+    try:
+        with open(f"/proc/{pid}/fd/{fd}", "r+b") as f:
+            f.truncate(0)
+            os.kill(pid, signal.SIGUSR1)
+            deadline = time.monotonic() + _DUMP_SECONDS
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+                f.seek(0)
+                data = f.read()
+                if data and data == seen:
+                    break
+                seen = data
+    except OSError as exc:
+        return f"    (could not read its stack: {exc})\n"
+    return seen.decode(errors="replace") or "    (it did not answer)\n"
+
+
+def crash_message(
+    worker_id: int, pid: int | None, code: int | None, job: Job | None, starting: bool
+) -> str:
+    """What happened to a worker that died, and (when it died starting) why it may have."""
+    where = f"worker process {worker_id} (pid {pid}) {describe_exit(code)}"
+    if starting:
+        return (
+            f"{where} while starting, before it could take a job (its own error, if any, "
+            "is printed above). A worker started with start_method='spawn' (or by a fork "
+            "server that another library started) runs the main script again: a script "
+            "whose loop is not under an 'if __name__ == \"__main__\":' guard starts the "
+            "loop again in every worker. Put the loop under that guard, or use the default "
+            "start_method='forkserver' (or 'fork'); also check that worker_init_fn and the "
+            "dataset can be unpickled in a fresh process"
+        )
+    doing = f"building {job.where}" if job is not None else "idle"
+    return f"{where} while {doing}"
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
