@@ -11,7 +11,6 @@ from typing import Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
-from ._batch_sampler_plan import BatchSamplerPlan
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
 from ._dataset import Dataset, IterDataset
@@ -19,8 +18,7 @@ from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
 from ._hosts import resolve_hosts
 from ._iterator import LoaderIterator, StateBox
-from ._plan import MapPlan
-from ._prefetch import DEFAULT_DEPTH
+from ._plans import epoch_plan
 from ._sampling.base import Sampler
 from ._sampling.foreign import as_sampler
 from ._sampling.random import RandomSampler
@@ -28,7 +26,6 @@ from ._sampling.sequential import SequentialSampler
 from ._sampling.shard import Shard
 from ._sources.wrap import as_dataset
 from ._state import check_state, loader_header
-from ._stream_plan import StreamPlan
 from .errors import ConfigError
 
 __all__ = ["DataLoader"]
@@ -401,58 +398,9 @@ class DataLoader(Generic[B]):
         self._pending = check_state(state, self._header(), self._sampler)
 
     def _plan(self, epoch: int, state: dict[str, Any] | None) -> tuple[Any, BatchBuilder | None]:
-        cfg, ds = self._config, self._dataset
-        header = self._header()
-        builder = None
-        if isinstance(ds, Dataset) or cfg.batch_size is not None:
-            pool_slots = (cfg.prefetch if cfg.prefetch is not None else DEFAULT_DEPTH) + 3
-            builder = BatchBuilder(
-                ds if isinstance(ds, Dataset) else None,
-                cfg.collate_fn,
-                cfg.batch_size or 1,
-                pool_slots=pool_slots,
-                on_error=cfg.on_error,
-                max_errors=cfg.max_errors,
-            )
-        if isinstance(ds, IterDataset):
-            return StreamPlan(
-                dataset=ds,
-                builder=builder,
-                batch_size=cfg.batch_size,
-                last_batch=cfg.last_batch,
-                seed=cfg.seed,
-                header=header,
-                hosts=self._hosts,
-                epoch=epoch,
-                state=state,
-            ), builder
-        if builder is None:
-            raise RuntimeError("a map-style loader without a builder")
-        if cfg.batch_sampler is not None:
-            return BatchSamplerPlan(
-                builder=builder,
-                batch_sampler=cfg.batch_sampler,
-                dataset_len=len(ds),
-                seed=cfg.seed,
-                header=header,
-                hosts=self._hosts,
-                epoch=epoch,
-                state=state,
-            ), builder
-        if self._sampler is None:
-            raise RuntimeError("a map-style loader without a sampler")
-        return MapPlan(
-            builder=builder,
-            sampler=self._sampler,
-            batch_size=cfg.batch_size,
-            last_batch=cfg.last_batch,
-            seed=cfg.seed,
-            skips=ds._may_skip or cfg.on_error == "skip",
-            header=header,
-            hosts=self._hosts,
-            epoch=epoch,
-            state=state,
-        ), builder
+        return epoch_plan(
+            self._config, self._dataset, self._sampler, self._hosts, self._header(), epoch, state
+        )
 
     def __repr__(self) -> str:
         cfg = self._config
