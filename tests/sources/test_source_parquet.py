@@ -245,3 +245,19 @@ def test_a_file_removed_after_building_is_named(tmp_path):
     os.remove(path)
     with pytest.raises(FileNotFoundError, match="was removed"):
         ds[0]
+
+
+def test_batches_spanning_row_groups_equal_what_pyarrow_reads(root):
+    ds = sk.from_parquet(root)
+    expected = _expected(root)
+    rng = np.random.default_rng(5)
+    for size in (1, 7, 64, 200):
+        order = rng.integers(0, len(ds), size).tolist()  # repeats and every row group
+        got = ds.__getitems__(order)
+        assert [{k: _plain(v) for k, v in r.items()} for r in got] == [expected[i] for i in order]
+    loader = sk.DataLoader(sk.from_parquet(root, columns=FIXED), batch_size=50, shuffle=True)
+    for batch in loader:
+        rows = [expected[i] for i in batch["id"].tolist()]
+        assert batch["vec"].tolist() == [r["vec"] for r in rows]
+        assert batch["name"] == [r["name"] for r in rows]
+        assert batch["blob"] == [r["blob"] for r in rows]

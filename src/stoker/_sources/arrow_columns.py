@@ -130,7 +130,7 @@ def check_schema(schema: Any, columns: Sequence[str] | None, what: str) -> list[
 def _nulls(array: Any, name: str) -> None:
     if array.null_count:
         raise ValueError(
-            f"column {name!r} has {array.null_count} null value(s) in this batch, which have "
+            f"column {name!r} has {array.null_count} null value(s), which have "
             "no NumPy form: fill them in the data (pyarrow.compute.fill_null) or drop "
             "the rows, or leave the column out with columns=[...]"
         )

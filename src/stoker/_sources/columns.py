@@ -18,12 +18,20 @@ planned buffers), exactly what ``default_collate`` of those records would give.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Columns", "Ragged", "column_batch", "column_records"]
+__all__ = [
+    "Columns",
+    "Ragged",
+    "column_batch",
+    "column_records",
+    "columns_nbytes",
+    "take_columns",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +57,8 @@ class Ragged:
 
     def rows(self) -> list[np.ndarray]:
         """Every row as a 1-D array (views of ``values``)."""
-        return np.split(self.values, self.offsets[1:-1] - self.offsets[0])
+        values, bounds = self.values, (self.offsets - self.offsets[0]).tolist()
+        return [values[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 Column = np.ndarray | Ragged | list[Any]
@@ -116,3 +125,135 @@ def column_batch(columns: Columns, out: Any = None) -> Any:
         else:
             batch[name] = np.array(column, copy=True, order="C")
     return batch
+
+
+def columns_nbytes(columns: Columns) -> int:
+    """About how much memory ``columns`` hold (strings and bytes: their lengths + 50 each).
+
+    Example:
+        >>> import numpy as np
+        >>> columns_nbytes({"x": np.zeros(4, np.int64), "s": ["ab", "c"]})
+        135
+    """
+    total = 0
+    for column in columns.values():
+        if isinstance(column, Ragged):
+            total += column.values.nbytes + column.offsets.nbytes
+        elif isinstance(column, np.ndarray):
+            total += column.nbytes
+        else:
+            total += sum(50 + len(v) if isinstance(v, str | bytes) else 50 for v in column)
+    return total
+
+
+def _ragged_take(column: Ragged, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The values and lengths of ``rows`` of ``column``, values concatenated in row order."""
+    starts = column.offsets[rows]
+    lengths = column.offsets[rows + 1] - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return column.values[:0].copy(), lengths
+    ends = np.cumsum(lengths)
+    # Position k of the result reads values[starts[row] + (k - first position of row)].
+    shift = np.repeat(starts - (ends - lengths), lengths)
+    return column.values[np.arange(total) + shift], lengths
+
+
+def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) -> Columns:
+    """Row ``rows[i]`` of block ``block_of[i]``, for every ``i``, column by column.
+
+    The blocks (decoded row groups, say) share their columns and kinds; NumPy does the
+    gathering, so no Python object is made per row except for strings and binary.
+
+    Example:
+        >>> import numpy as np
+        >>> a = {"x": np.array([1, 2]), "t": Ragged(np.array([7, 8, 9]), np.array([0, 1, 3]))}
+        >>> b = {"x": np.array([3]), "t": Ragged(np.array([5]), np.array([0, 1]))}
+        >>> cols = take_columns([a, b], np.array([1, 0, 0]), np.array([0, 1, 0]))
+        >>> cols["x"].tolist(), [r.tolist() for r in cols["t"].rows()]
+        ([3, 2, 1], [[5], [8, 9], [7]])
+    """
+    if len(blocks) == 1:
+        return {name: _take_one(column, rows) for name, column in blocks[0].items()}
+    order = np.argsort(block_of, kind="stable")
+    bounds = np.searchsorted(block_of[order], np.arange(len(blocks) + 1))
+    wheres = [order[bounds[k] : bounds[k + 1]] for k in range(len(blocks))]
+    result: Columns = {}
+    for name, first in blocks[0].items():
+        if isinstance(first, Ragged) and len(rows) <= _ROW_BY_ROW:
+            result[name] = _ragged_rows([b[name] for b in blocks], block_of, rows, name)
+            continue
+        parts = [
+            _take_one(block[name], rows[where]) for block, where in zip(blocks, wheres, strict=True)
+        ]
+        result[name] = _scatter(first, parts, wheres, len(rows), name)
+    return result
+
+
+_ROW_BY_ROW = 64
+"""Up to this many rows, list rows from several blocks are copied one slice each
+(about 1 µs a row), cheaper than a vectorised gather per block (about 30 µs a block)."""
+
+
+def _ragged_rows(
+    columns: list[Column], block_of: np.ndarray, rows: np.ndarray, name: str
+) -> Ragged:
+    """Rows ``rows`` of the list columns of several blocks, one slice per row."""
+    pieces = []
+    for b, r in zip(block_of.tolist(), rows.tolist(), strict=True):
+        column = columns[b]
+        if not isinstance(column, Ragged):
+            raise TypeError(f"column {name!r} changed kind between blocks")
+        start, stop = column.offsets[r : r + 2].tolist()
+        pieces.append(column.values[start:stop])
+    lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Ragged(np.concatenate(pieces), offsets)
+
+
+def _take_one(column: Column, rows: np.ndarray) -> Column:
+    """Rows ``rows`` of one column."""
+    if isinstance(column, Ragged):
+        values, lengths = _ragged_take(column, rows)
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return Ragged(values, offsets)
+    if isinstance(column, np.ndarray):
+        taken: np.ndarray = column[rows]
+        return taken
+    return [column[i] for i in rows.tolist()]
+
+
+def _scatter(
+    first: Column, parts: list[Column], wheres: list[np.ndarray], n: int, name: str
+) -> Column:
+    """One column of ``n`` rows whose rows ``wheres[k]`` are ``parts[k]``."""
+    if isinstance(first, np.ndarray):
+        out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
+        for part, where in zip(parts, wheres, strict=True):
+            out[where] = part
+        return out
+    if isinstance(first, Ragged):
+        lengths = np.empty(n, dtype=np.int64)
+        for part, where in zip(parts, wheres, strict=True):
+            if not isinstance(part, Ragged):
+                raise TypeError(f"column {name!r} changed kind between blocks")
+            lengths[where] = part.lengths()
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        values = np.empty(int(offsets[-1]), dtype=first.values.dtype)
+        for part, where in zip(parts, wheres, strict=True):
+            if isinstance(part, Ragged) and len(part.values):
+                size = lengths[where]
+                ends = np.cumsum(size)
+                shift = np.repeat(offsets[where] - (ends - size), size)
+                values[np.arange(len(part.values)) + shift] = part.values
+        return Ragged(values, offsets)
+    out_list: list[Any] = [None] * n
+    for part, where in zip(parts, wheres, strict=True):
+        if not isinstance(part, list):
+            raise TypeError(f"column {name!r} changed kind between blocks")
+        for i, value in zip(where.tolist(), part, strict=True):
+            out_list[i] = value
+    return out_list

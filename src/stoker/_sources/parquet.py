@@ -13,10 +13,10 @@ import numpy as np
 
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Columns
+from .columns import Columns, columns_nbytes, take_columns
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
 from .extras import require
-from .table import TableDataset, sorted_runs
+from .table import TableDataset
 
 __all__ = ["ParquetDataset", "from_parquet", "parquet_paths"]
 
@@ -77,8 +77,9 @@ class ParquetDataset(TableDataset):
     ``len`` is the total row count from the files' metadata (no data is decoded to
     build it). A batch is read with one decode per row group it touches, of only the
     columns asked for; decoded row groups are kept in a cache of ``cache_bytes`` per
-    worker, so a shuffled epoch decodes each row group about once while the row
-    groups it visits fit. When the files are larger than that, shuffle with
+    worker (as NumPy columns, so a batch is gathered with NumPy indexing), so a
+    shuffled epoch decodes each row group about once while the row groups it visits
+    fit. When the files are larger than that, shuffle with
     :meth:`shuffle_sampler` (contiguous row groups in random order, mixed within a
     window), which visits only a few row groups at a time.
 
@@ -174,40 +175,34 @@ class ParquetDataset(TableDataset):
             handle = files[number] = pq.ParquetFile(self._paths[number], memory_map=True)
         return handle
 
-    def _row_group(self, group: int) -> Any:
+    def _row_group(self, group: int) -> Columns:
+        """Row group ``group`` decoded into NumPy columns (cached)."""
         cache = self._cache
         if cache is None:
             cache = self._cache = DecodeCache(self._cache_bytes)
         file_number, row_group = self._groups[group]
 
-        def decode() -> Any:
+        def decode() -> Columns:
+            from .arrow_columns import table_columns
+
             try:
-                return self._file(file_number).read_row_group(row_group, columns=self._columns)
+                table = self._file(file_number).read_row_group(row_group, columns=self._columns)
             except FileNotFoundError as exc:
                 raise FileNotFoundError(
                     f"the Parquet file {self._paths[file_number]!r} was removed after the "
                     "dataset was built"
                 ) from exc
+            return table_columns(table)
 
-        return cache.get(group, decode, lambda table: int(table.nbytes))
+        block: Columns = cache.get(group, decode, columns_nbytes)
+        return block
 
     def _read_columns(self, indices: np.ndarray) -> Columns:
-        from .arrow_columns import pa, table_columns
-
         groups = np.searchsorted(self._starts, indices, side="right") - 1
         local = indices - self._starts[groups]
-        order, unique, bounds = sorted_runs(groups)
-        pieces = []
-        for k, group in enumerate(unique.tolist()):
-            rows = local[order[bounds[k] : bounds[k + 1]]]
-            table = self._row_group(group)
-            pieces.append(table.take(pa.array(rows)))
-        combined = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
-        if len(order) and not (np.diff(order) > 0).all():  # back to the order asked for
-            inverse = np.empty_like(order)
-            inverse[order] = np.arange(len(order))
-            combined = combined.take(pa.array(inverse))
-        return table_columns(combined)
+        unique, block_of = np.unique(groups, return_inverse=True)
+        blocks = [self._row_group(g) for g in unique.tolist()]
+        return take_columns(blocks, block_of.reshape(-1), local)
 
 
 def from_parquet(

@@ -9,7 +9,6 @@ collated batch, written straight into the planned buffers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -60,18 +59,3 @@ class TableDataset(DatasetNode[dict[str, Any]]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(len={len(self)}, columns={self.columns})"
-
-
-def sorted_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, Sequence[int]]:
-    """Group positions by key: ``(order, unique_keys, bounds)`` where positions
-    ``order[bounds[k]:bounds[k + 1]]`` have key ``unique_keys[k]``.
-
-    Example:
-        >>> order, keys, bounds = sorted_runs(np.array([2, 0, 2, 1]))
-        >>> keys.tolist(), [order[a:b].tolist() for a, b in zip(bounds, bounds[1:])]
-        ([0, 1, 2], [[1], [3], [0, 2]])
-    """
-    order = np.argsort(keys, kind="stable")
-    unique, first = np.unique(keys[order], return_index=True)
-    bounds = [*first.tolist(), len(keys)]
-    return order, unique, bounds
