@@ -101,6 +101,11 @@ class Dataset(Generic[T]):
         """The collated batch for ``indices``, or ``NotImplemented`` (see the module doc)."""
         return NotImplemented
 
+    def _fetch_columns(self, indices: np.ndarray, ctx: Context) -> Any:
+        """The records at ``indices`` column by column (a table source's
+        ``stoker._sources.columns.Columns``), or ``NotImplemented``."""
+        return NotImplemented
+
     @property
     def _may_skip(self) -> bool:
         """True when ``_fetch`` may return ``SKIP`` (a filter sits in the chain)."""

@@ -261,3 +261,32 @@ def test_batches_spanning_row_groups_equal_what_pyarrow_reads(root):
         assert batch["vec"].tolist() == [r["vec"] for r in rows]
         assert batch["name"] == [r["name"] for r in rows]
         assert batch["blob"] == [r["blob"] for r in rows]
+
+
+def test_the_row_group_sampler_window_fits_the_decode_cache(tmp_path):
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": np.arange(4000, dtype=np.float64)}), path, row_group_size=500)
+    roomy = sk.from_parquet(path)
+    assert roomy.shuffle_sampler().window == 4 * 500
+    tight = sk.from_parquet(path, cache_bytes=16_000)  # room for 3 row groups of ~4.6 kB
+    assert tight.shuffle_sampler().window == 500 * 2
+    assert sk.from_parquet(path, cache_bytes=10).shuffle_sampler().window == 500
+    loader = sk.DataLoader(tight, batch_size=100, sampler=tight.shuffle_sampler(seed=1))
+    assert sorted(np.concatenate([b["x"] for b in loader]).tolist()) == list(range(4000))
+    assert tight.decoded_row_groups == 8  # each row group once: the window fits the cache
+
+
+def test_pad_collate_over_a_table_source_equals_padding_its_records(root):
+    pad = functools.partial(sk.pad_collate, max_length=4, mask=True, lengths=True, pad_value=-1)
+    ds = sk.from_parquet(root, columns=["id", "tokens", "name"])
+    loader = sk.DataLoader(ds, batch_size=37, shuffle=True, seed=9, collate_fn=pad)
+    for batch in loader:
+        records = ds.__getitems__(batch["id"].tolist())
+        expected = sk.pad_collate(records, pad_value=-1, max_length=4, mask=True, lengths=True)
+        assert list(batch) == list(expected)
+        for key in batch:
+            if isinstance(batch[key], np.ndarray):
+                assert batch[key].dtype == expected[key].dtype
+                np.testing.assert_array_equal(batch[key], expected[key])
+            else:
+                assert batch[key] == expected[key]

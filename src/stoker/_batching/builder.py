@@ -21,6 +21,7 @@ from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
 from .._exec.gather import SPLIT_BYTES, SplitGather
 from .collate import default_collate
+from .pad import column_collate
 from .pool import BufferPool
 from .tree import flatten
 
@@ -98,6 +99,8 @@ class BatchBuilder:
         self._on_error = on_error
         self._max_errors = max_errors
         self._gathers = collate_fn is None and on_error == "raise"
+        # pad_collate over a table source: the batch is padded from its columns.
+        self._by_columns = column_collate(collate_fn) if on_error == "raise" else None
         self._split: SplitGather | None = None
         self._skips = self._dataset._may_skip or on_error == "skip"
         self.counters = BuildCounters()
@@ -137,6 +140,10 @@ class BatchBuilder:
             self._gathers = False
         if len(parts) == 1 and not self._skips:
             ctx, indices = parts[0]
+            if self._by_columns is not None:
+                batch = self._collate_columns(ctx, indices)
+                if batch is not NotImplemented:
+                    return batch
             return self.collate(self.records(ctx, indices, where))
         records: list[Any] = []
         for ctx, indices in parts:
@@ -146,6 +153,27 @@ class BatchBuilder:
             if not records:
                 return empty
         return self.collate(records)
+
+    def _collate_columns(self, ctx: Context, indices: np.ndarray) -> Any:
+        """The batch collated from the dataset's columns, or ``NotImplemented`` (a dataset
+        without them, or a read that failed: the record path then names the record)."""
+        if self._by_columns is None:
+            return NotImplemented
+        start = time.perf_counter()
+        try:
+            columns = self._dataset._fetch_columns(indices, ctx)
+        except Exception:
+            return NotImplemented
+        finally:
+            self.counters.fetch_seconds += time.perf_counter() - start
+        if columns is NotImplemented:
+            self._by_columns = None
+            return NotImplemented
+        start = time.perf_counter()
+        try:
+            return self._by_columns(columns)
+        finally:
+            self.counters.collate_seconds += time.perf_counter() - start
 
     def _maybe_split(self, batch: Any) -> None:
         # Large planned gathers are split across cores (see stoker._exec.gather).

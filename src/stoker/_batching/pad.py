@@ -9,18 +9,20 @@ fields, one slice per row for N-D ones). Other fields are collated as by
 
 from __future__ import annotations
 
+import functools
 import itertools
 import numbers
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from .._sources.columns import Ragged
 from ..errors import CollateError
 from .collate import _collate, _is_tensor
 from .tree import is_namedtuple
 
-__all__ = ["pad_collate"]
+__all__ = ["column_collate", "pad_collate", "pad_columns"]
 
 LENGTHS_SUFFIX = "_lengths"
 MASK_SUFFIX = "_mask"
@@ -82,17 +84,9 @@ def pad_collate(
             multiple of ``multiple_of``; a pad value that the field's dtype cannot
             hold; or as for :func:`default_collate`.
     """
-    multiple_of = _positive_int(multiple_of, "multiple_of")
-    if max_length is not None:
-        max_length = _positive_int(max_length, "max_length")
-        if max_length % multiple_of:
-            raise CollateError(
-                f"max_length={max_length} is not a multiple of multiple_of={multiple_of}: "
-                "every batch is max_length long; choose a max_length that is a multiple"
-            )
+    pad = _Padding(pad_value, multiple_of, max_length)
     if not records:
         raise CollateError("cannot collate an empty list of records")
-    pad = _Padding(pad_value, multiple_of, max_length)
     first = records[0]
     if not isinstance(first, Mapping):
         if isinstance(pad_value, Mapping) or lengths is not False or mask is not False:
@@ -102,7 +96,49 @@ def pad_collate(
                 "e.g. ds.map(lambda tokens: {'tokens': tokens})"
             )
         return pad.column(list(records), pad_value, "batch")
-    return _pad_dicts(records, pad, lengths, mask)
+    return _pad_columns(_columns(records, "batch"), pad, lengths, mask)
+
+
+def pad_columns(
+    columns: Mapping[str, Any],
+    pad_value: Any = 0,
+    multiple_of: int = 1,
+    *,
+    max_length: int | None = None,
+    lengths: bool | Collection[str] = False,
+    mask: bool | Collection[str] = False,
+) -> dict[Any, Any]:
+    """:func:`pad_collate` of a batch given column by column, as table sources read it.
+
+    List columns come as :class:`~stoker._sources.columns.Ragged` (values and offsets)
+    and are padded without an array per record; the batch is exactly
+    ``pad_collate`` of the same rows as records.
+
+    Example:
+        >>> import numpy as np
+        >>> from stoker._sources.columns import Ragged
+        >>> cols = {"t": Ragged(np.array([1, 2, 3]), np.array([0, 2, 3])), "y": np.array([7, 8])}
+        >>> batch = pad_columns(cols, max_length=2, mask=True)
+        >>> batch["t"].tolist(), batch["y"].tolist(), batch["t_mask"].tolist()
+        ([[1, 2], [3, 0]], [7, 8], [[True, True], [True, False]])
+    """
+    pad = _Padding(pad_value, multiple_of, max_length)
+    as_lists = {k: list(v) if isinstance(v, np.ndarray) else v for k, v in columns.items()}
+    return _pad_columns(as_lists, pad, lengths, mask)
+
+
+def column_collate(collate_fn: object) -> Callable[[Mapping[str, Any]], Any] | None:
+    """The column form of ``collate_fn`` when it is :func:`pad_collate` (or a
+    ``functools.partial`` of it), else None."""
+    args: tuple[Any, ...] = ()
+    keywords: dict[str, Any] = {}
+    while isinstance(collate_fn, functools.partial):
+        args = (*collate_fn.args, *args)
+        keywords = {**collate_fn.keywords, **keywords}
+        collate_fn = collate_fn.func
+    if collate_fn is not pad_collate:
+        return None
+    return functools.partial(pad_columns, *args, **keywords)
 
 
 def _positive_int(value: Any, name: str) -> int:
@@ -111,13 +147,12 @@ def _positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
-def _pad_dicts(
-    records: Sequence[Any],
+def _pad_columns(
+    columns: Mapping[Any, Any],
     pad: _Padding,
     lengths: bool | Collection[str],
     mask: bool | Collection[str],
 ) -> dict[Any, Any]:
-    columns = _columns(records, "batch")
     keys = list(columns)
     fills = pad.fills
     if isinstance(fills, Mapping):
@@ -164,6 +199,14 @@ class _Padding:
     """The padding options of one call, and the column-by-column padding itself."""
 
     def __init__(self, fills: Any, multiple_of: int, max_length: int | None) -> None:
+        multiple_of = _positive_int(multiple_of, "multiple_of")
+        if max_length is not None:
+            max_length = _positive_int(max_length, "max_length")
+            if max_length % multiple_of:
+                raise CollateError(
+                    f"max_length={max_length} is not a multiple of multiple_of={multiple_of}: "
+                    "every batch is max_length long; choose a max_length that is a multiple"
+                )
         self.fills = fills
         self._multiple = multiple_of
         self._max_length = max_length
@@ -176,7 +219,7 @@ class _Padding:
 
     def column(
         self,
-        column: list[Any],
+        column: list[Any] | Ragged,
         fill: Any,
         where: str,
         found: dict[Any, np.ndarray] | None = None,
@@ -186,6 +229,11 @@ class _Padding:
 
         The lengths of a padded sequence column are put in ``found[key]``.
         """
+        if isinstance(column, Ragged):
+            padded, n = self._ragged(column, fill, where)
+            if found is not None:
+                found[key] = n
+            return padded
         first = column[0]
         if _is_tensor(first):
             try:
@@ -222,6 +270,17 @@ class _Padding:
         if found is not None:
             found[key] = n
         return padded
+
+    def _ragged(self, column: Ragged, fill: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
+        n = column.lengths()
+        longest = int(n.max()) if len(n) else 0
+        width = self._width(longest, True)
+        flat = column.values[int(column.offsets[0]) : int(column.offsets[-1])]
+        if longest > width:  # keep the first ``width`` values of every row
+            within = np.arange(len(flat)) - np.repeat(column.offsets[:-1] - column.offsets[0], n)
+            flat = flat[within < width]
+            n = np.minimum(n, width)
+        return self._scatter(flat, n, width, fill, where), n
 
     def _lists(self, column: list[Any], fill: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
         n = np.array([len(c) for c in column], dtype=np.int64)

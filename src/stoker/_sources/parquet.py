@@ -103,7 +103,12 @@ class ParquetDataset(TableDataset):
     _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache")
 
     def __init__(
-        self, paths: list[str], columns: list[str], rows: list[list[int]], cache_bytes: int
+        self,
+        paths: list[str],
+        columns: list[str],
+        rows: list[list[int]],
+        cache_bytes: int,
+        group_bytes: int = 0,
     ) -> None:
         self._paths = paths
         self._columns = columns
@@ -114,6 +119,7 @@ class ParquetDataset(TableDataset):
         self._len = int(self._starts[-1])
         self._group_rows = max(sizes) if sizes else 1
         self._cache_bytes = cache_bytes
+        self._group_bytes = group_bytes  # the largest row group, uncompressed (metadata)
         self._local: threading.local | None = None
         self._cache: DecodeCache | None = None
 
@@ -144,9 +150,11 @@ class ParquetDataset(TableDataset):
         """A shuffle aligned to row groups, for files larger than the decode cache.
 
         Chunks are the size of the largest row group; each epoch visits them in a
-        random order and shuffles the rows within every ``window`` positions (default:
-        4 row groups), so the loader decodes a few row groups at a time instead of
-        one per row. Pass it as ``sampler=`` (without ``shuffle=True``).
+        random order and shuffles the rows within every ``window`` positions, so the
+        loader decodes a few row groups at a time instead of one per row. The default
+        window is 4 row groups, fewer when the decode cache (``cache_bytes``) could not
+        hold one more than the window (a window touches up to one row group more than
+        it spans). Pass it as ``sampler=`` (without ``shuffle=True``).
 
         Example:
             >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -158,9 +166,10 @@ class ParquetDataset(TableDataset):
             (4, True)
         """
         size = self._group_rows
-        return ChunkedShuffleSampler(
-            self._len, chunk_size=size, window=4 * size if window is None else window, seed=seed
-        )
+        if window is None:
+            fits = self._cache_bytes // self._group_bytes if self._group_bytes else 5
+            window = size * max(1, min(4, fits - 1))
+        return ChunkedShuffleSampler(self._len, chunk_size=size, window=window, seed=seed)
 
     def _file(self, number: int) -> Any:
         local = self._local
@@ -244,6 +253,7 @@ def from_parquet(
         raise ConfigError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
     files = parquet_paths(paths)
     rows: list[list[int]] = []
+    group_bytes = 0
     schema: Any = None
     chosen: list[str] = []
     for path in files:
@@ -268,5 +278,19 @@ def from_parquet(
                         f"{schema.field(name).type} in {files[0]!r}: read files of one schema "
                         "together, or cast them when writing"
                     )
-        rows.append([meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
-    return ParquetDataset(files, chosen, rows, cache_bytes)
+        groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+        rows.append([group.num_rows for group in groups])
+        chosen_bytes = (_chosen_bytes(group, chosen) for group in groups)
+        group_bytes = max(group_bytes, *chosen_bytes) if groups else group_bytes
+    return ParquetDataset(files, chosen, rows, cache_bytes, group_bytes)
+
+
+def _chosen_bytes(group: Any, columns: list[str]) -> int:
+    """The uncompressed size of ``columns`` in a row group, from its metadata."""
+    wanted = set(columns)
+    total = 0
+    for k in range(group.num_columns):
+        chunk = group.column(k)
+        if chunk.path_in_schema.split(".")[0] in wanted:
+            total += int(chunk.total_uncompressed_size)
+    return total

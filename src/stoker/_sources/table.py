@@ -48,6 +48,9 @@ class TableDataset(DatasetNode[dict[str, Any]]):
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[dict[str, Any] | Skip]:
         return list(column_records(self._read_columns(indices)))
 
+    def _fetch_columns(self, indices: np.ndarray, ctx: Context) -> Columns:
+        return self._read_columns(indices)
+
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
         return column_batch(self._read_columns(indices), out)
 
