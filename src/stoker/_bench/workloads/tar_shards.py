@@ -22,6 +22,7 @@ batches in turn, so every loader yields the same batches in the same order.
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import tarfile
@@ -103,7 +104,7 @@ def _expected(paths: list[str]) -> Iterator[np.ndarray]:
 
 def _webdataset_runner(ctx: BenchContext, paths: list[str]) -> Runner | None:
     try:
-        import webdataset as wds  # type: ignore[import-untyped,unused-ignore]
+        wds = importlib.import_module("webdataset")  # optional: a peer, not a dependency
     except ImportError:
         return None
     torch = ctx.torch
