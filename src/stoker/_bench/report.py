@@ -10,7 +10,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .harness import Row, TargetResult, WorkloadResult
+    from .results import Row, TargetResult, WorkloadResult
 
 __all__ = ["header", "notes", "table"]
 
