@@ -14,14 +14,20 @@ import copy
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ._batching.tree import is_dataclass_instance, is_namedtuple
 from ._loader import DataLoader
 
-__all__ = ["assert_batches_equal", "assert_resumes_exactly", "assert_same_batches", "run_epochs"]
+__all__ = [
+    "assert_batches_equal",
+    "assert_resumes_exactly",
+    "assert_same_batches",
+    "assert_same_in_every_mode",
+    "run_epochs",
+]
 
 
 def _copy(batch: Any) -> Any:
@@ -100,6 +106,39 @@ def assert_same_batches(
         raise AssertionError(f"the loaders yield {len(a)} and {len(b)} batches")
     for k, (x, y) in enumerate(zip(a, b, strict=True)):
         assert_batches_equal(x, y, f"batch {k}")
+
+
+def assert_same_in_every_mode(
+    dataset: Any,
+    *,
+    epochs: int = 1,
+    num_workers: int = 2,
+    modes: tuple[Literal["thread", "process"], ...] = ("thread", "process"),
+    **loader_kwargs: Any,
+) -> None:
+    """Assert that loaders over ``dataset`` yield the same batches inline and with
+    ``num_workers`` workers of every mode in ``modes`` (guarantee 1 of stoker's design).
+
+    ``loader_kwargs`` (``batch_size``, ``shuffle``, ``seed``, ``collate_fn``...) are
+    passed to every loader; the worker loaders are closed afterwards.
+
+    Example:
+        >>> import stoker as sk
+        >>> ds = sk.range(0, 10)
+        >>> assert_same_in_every_mode(ds, batch_size=4, shuffle=True, modes=("thread",))
+
+    Errors:
+        AssertionError: naming the mode and the first batch that differs.
+    """
+    inline = DataLoader(dataset, **loader_kwargs)
+    for mode in modes:
+        with DataLoader(
+            dataset, num_workers=num_workers, worker_mode=mode, **loader_kwargs
+        ) as workers:
+            try:
+                assert_same_batches(inline, workers, epochs=epochs)
+            except AssertionError as exc:
+                raise AssertionError(f"worker_mode={mode!r}: {exc}") from None
 
 
 def assert_resumes_exactly(

@@ -6,7 +6,12 @@ import pytest
 datasets = pytest.importorskip("datasets")
 
 import stoker as sk  # noqa: E402
-from stoker.testing import assert_resumes_exactly, assert_same_batches, run_epochs  # noqa: E402
+from stoker.testing import (  # noqa: E402
+    assert_resumes_exactly,
+    assert_same_batches,
+    assert_same_in_every_mode,
+    run_epochs,
+)
 
 N = 120
 
@@ -142,12 +147,7 @@ def test_a_shuffled_epoch_reads_every_row_once(backing, request):
 def test_workers_give_the_batches_of_inline(backing, mode, request):
     view = request.getfixturevalue(backing).shuffle(seed=4).select(range(100))
     ds = sk.from_hf(view, columns=FIXED)
-    inline = sk.DataLoader(ds, batch_size=20, shuffle=True, seed=3)
-    workers = sk.DataLoader(
-        ds, batch_size=20, shuffle=True, seed=3, num_workers=2, worker_mode=mode
-    )
-    with workers:
-        assert_same_batches(inline, workers, epochs=2)
+    assert_same_in_every_mode(ds, modes=(mode,), epochs=2, batch_size=20, shuffle=True, seed=3)
 
 
 def test_resumes_exactly(in_memory):

@@ -7,7 +7,10 @@ import pytest
 lance = pytest.importorskip("lance")
 
 import stoker as sk  # noqa: E402
-from stoker.testing import assert_resumes_exactly, assert_same_batches  # noqa: E402
+from stoker.testing import (  # noqa: E402
+    assert_resumes_exactly,
+    assert_same_in_every_mode,
+)
 
 N = 200
 FIXED = ["id", "score", "name", "vec"]
@@ -97,12 +100,7 @@ def test_a_shuffled_epoch_reads_every_row_once(uri):
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_workers_give_the_batches_of_inline(uri, mode):
     ds = sk.from_lance(uri, columns=FIXED)
-    inline = sk.DataLoader(ds, batch_size=25, shuffle=True, seed=3)
-    workers = sk.DataLoader(
-        ds, batch_size=25, shuffle=True, seed=3, num_workers=2, worker_mode=mode
-    )
-    with workers:
-        assert_same_batches(inline, workers, epochs=2)
+    assert_same_in_every_mode(ds, modes=(mode,), epochs=2, batch_size=25, shuffle=True, seed=3)
 
 
 def test_resumes_exactly(uri):

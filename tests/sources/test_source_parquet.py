@@ -9,7 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import stoker as sk
-from stoker.testing import assert_resumes_exactly, assert_same_batches, run_epochs
+from stoker.testing import (
+    assert_resumes_exactly,
+    assert_same_batches,
+    assert_same_in_every_mode,
+    run_epochs,
+)
 
 N = 300
 
@@ -108,12 +113,7 @@ def test_a_shuffled_epoch_reads_every_row_once(root):
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_workers_give_the_batches_of_inline(root, mode):
     ds = sk.from_parquet(root, columns=FIXED)
-    inline = sk.DataLoader(ds, batch_size=20, shuffle=True, seed=3)
-    workers = sk.DataLoader(
-        ds, batch_size=20, shuffle=True, seed=3, num_workers=2, worker_mode=mode
-    )
-    with workers:
-        assert_same_batches(inline, workers, epochs=2)
+    assert_same_in_every_mode(ds, modes=(mode,), epochs=2, batch_size=20, shuffle=True, seed=3)
 
 
 def test_variable_length_lists_are_padded_by_pad_collate(root):
