@@ -13,7 +13,7 @@ import numpy as np
 
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Columns, columns_nbytes, take_columns
+from .columns import Columns, columns_nbytes, stack_columns, take_columns
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
 from .extras import require
 from .table import TableDataset
@@ -201,7 +201,7 @@ class ParquetDataset(TableDataset):
                     f"the Parquet file {self._paths[file_number]!r} was removed after the "
                     "dataset was built"
                 ) from exc
-            return table_columns(table)
+            return stack_columns(table_columns(table))
 
         block: Columns = cache.get(group, decode, columns_nbytes)
         return block
