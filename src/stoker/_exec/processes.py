@@ -287,7 +287,9 @@ class ProcessExecutor(QueuedExecutor):
             _close_conns(worker)
             # It exited (not killed) before it could start: restarting it would loop.
             starting = not worker.ready and self.broken is None and (code is None or code > 0)
-            if self._restart and not starting and self._restarts_left > 0:
+            # Nor is a worker replaced once the executor broke (an earlier worker's crash,
+            # or an error reported by worker_init_fn): the next one would die the same way.
+            if self._restart and self.broken is None and not starting and self._restarts_left > 0:
                 self._restarts_left -= 1
                 self._workers[index] = self._spawn(worker.id)
                 self._bury(worker, code)
