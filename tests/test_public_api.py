@@ -1,5 +1,7 @@
 import pathlib
 
+import pytest
+
 import stoker as sk
 
 
@@ -65,3 +67,24 @@ def test_file_sources_are_exported():
 def test_variable_length_helpers_are_public():
     assert {"pack", "pad_collate"} <= set(sk.__all__)
     assert sk.pack.__module__ == "stoker._transforms.pack"
+
+
+def test_testing_helpers_are_reachable_from_the_package_and_imported_lazily():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, stoker as sk\n"
+        "assert 'stoker.testing' not in sys.modules\n"
+        "loader = sk.DataLoader(sk.range(0, 6), batch_size=4, shuffle=True, seed=0)\n"
+        "sk.testing.assert_resumes_exactly(loader, epochs=2)\n"
+        "assert 'stoker.testing' in sys.modules\n"
+        "heavy = [m for m in ('torch', 'jax', 'jaxlib') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = sk.no_such_name

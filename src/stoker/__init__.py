@@ -5,7 +5,12 @@ Example:
     >>> loader = sk.DataLoader(sk.range(0, 10), batch_size=4, shuffle=True, seed=0)
     >>> [len(batch) for batch in loader]
     [4, 4, 2]
+
+``sk.testing`` (the conformance checks) is imported on first use, so ``import stoker``
+stays light.
 """
+
+from typing import TYPE_CHECKING
 
 from . import vision as vision
 from ._batching.collate import default_collate as default_collate
@@ -57,6 +62,9 @@ from .errors import StateError as StateError
 from .errors import StokerError as StokerError
 from .errors import WorkerCrashed as WorkerCrashed
 from .errors import WorkerError as WorkerError
+
+if TYPE_CHECKING:
+    from . import testing as testing
 
 __version__ = "0.1.0"
 
@@ -110,6 +118,16 @@ __all__ = [
     "pad_collate",
     "range",
     "releases_gil",
+    "testing",
     "vision",
     "zip",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import ``stoker.testing`` on first use of ``sk.testing``."""
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
