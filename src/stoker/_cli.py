@@ -7,11 +7,14 @@ the handlers, so ``stoker --help`` stays fast.
 Example:
     $ stoker bench --quick
     $ stoker bench --workloads ints,memmap --repeats 5 --json results.json
+    $ stoker bench --quick --plot results.png
+    $ stoker bench plot results.json -o results.png
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -72,10 +75,43 @@ def _add_bench(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DIR",
         help="where generated data is kept (default $STOKER_CACHE/bench or ~/.cache/stoker/bench)",
     )
+    bench.add_argument(
+        "--plot",
+        type=Path,
+        metavar="PNG",
+        help="also draw the results into this PNG file (needs matplotlib: stoker[plot])",
+    )
     bench.add_argument("--list", action="store_true", help="list the workloads and exit")
     # Multiplies every data size; the test suite runs the command on tiny data with it.
     bench.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     bench.set_defaults(handler=_bench, parser=bench)
+    sub = bench.add_subparsers(dest="bench_command", metavar="plot")
+    plot = sub.add_parser(
+        "plot",
+        help="draw saved results (stoker bench --json) as a PNG",
+        description="Draw the JSON results of stoker bench --json as a PNG: one panel per "
+        "workload, a bar per loader with its samples/s.",
+    )
+    plot.add_argument("results", type=Path, help="a JSON file written by stoker bench --json")
+    plot.add_argument(
+        "-o", "--output", type=Path, metavar="PNG", help="the PNG to write (default: beside it)"
+    )
+    plot.set_defaults(handler=_plot, parser=plot)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    import json
+
+    from ._bench.plot import plot_results
+
+    parser: argparse.ArgumentParser = args.parser
+    try:
+        document = json.loads(args.results.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        parser.error(f"cannot read {args.results}: {exc}")
+    output = args.output or args.results.with_suffix(".png")
+    print(f"wrote {plot_results(document, output)}")
+    return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -102,6 +138,8 @@ def _bench(args: argparse.Namespace) -> int:
             f"workload {', '.join(needs)} needs {', '.join(missing)}, not installed: "
             f"pip install 'stoker[{extras}]'"
         )
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        parser.error("--plot needs matplotlib, not installed: pip install 'stoker[plot]'")
     loaders = args.loaders or list(_LOADERS)
     unknown = [name for name in loaders if name not in _LOADERS]
     if unknown:
@@ -114,6 +152,7 @@ def _bench(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir or harness.default_cache_dir(),
         json_path=args.json,
         scale=args.scale,
+        plot_path=args.plot,
     )
     return harness.run(settings)
 

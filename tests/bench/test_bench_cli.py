@@ -140,3 +140,25 @@ def test_bench_lists_workloads(capsys: pytest.CaptureFixture[str]) -> None:
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert names == sorted(names)  # in the order of their module names
     assert {*EXPECTED_ROWS, "jpeg", "memmap_workers", "io_latency", "skewed"} <= set(names)
+
+
+def test_bench_prints_the_sizes_it_really_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--quick and the scale change the sizes; the printed summaries say the real ones."""
+    args = ("--quick", "--workloads", "ints,memmap", "--loaders", "stoker", "--repeats", "1")
+    report = tmp_path / "results.json"
+    assert main(["bench", "--scale", "0.02", "--cache-dir", str(tmp_path / "c"), *args,
+                 "--json", str(report)]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    doc = json.loads(report.read_text())
+    memmap = next(w for w in doc["workloads"] if w["name"] == "memmap")
+    records = memmap["params"]["records"]  # 256 MB x 0.02 of 48 KiB records
+    assert records == int(256_000_000 * 0.02) // (3 * 64 * 64 * 4)
+    memmap_line = f"{memmap['params']['file_bytes'] / 1e9:.2f} GB np.memmap of {records:,}"
+    ints_line = f"{int(1_000_000 * 0.02):,} Python ints"
+    for text in (captured.out, captured.err, json.dumps(doc)):
+        assert memmap_line in text
+        assert ints_line in text
+    assert "~" not in captured.out
+    assert "1,000,000" not in captured.out

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(
 
 def _load_hook():
     spec = importlib.util.spec_from_file_location("bench_page", ROOT / "docs/hooks/bench_page.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -35,8 +36,17 @@ def _load_hook():
 def test_the_site_builds_strict(tmp_path):
     site = tmp_path / "site"
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml")]
-        + ["-d", str(site)],
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(site),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -81,6 +91,8 @@ def test_the_benchmark_tables_come_from_the_json_files(tmp_path):
     (tmp_path / "box-run2.json").write_text(json.dumps(run(500.0, 100.0, "2026-01-02T00")))
     (tmp_path / "other-format.json").write_text(json.dumps({"format": "stoker-bench-pad/1"}))
     page = hook.render(sorted(tmp_path.glob("*.json")))
-    assert "### box" in page and "Test CPU" in page and "*Runs:* 2" in page
+    assert "### box" in page
+    assert "Test CPU" in page
+    assert "*Runs:* 2" in page
     assert "| stoker | 400 | 300 - 500 | **4.00x** [3.00, 5.00] |" in page
     assert "other-format" not in page

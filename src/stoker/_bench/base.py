@@ -25,6 +25,7 @@ __all__ = [
     "Prepared",
     "Runner",
     "Target",
+    "gigabytes",
     "scaled",
 ]
 
@@ -125,6 +126,8 @@ class Prepared:
             None compares every batch. Later batches are compared by fingerprint.
         params: sizes and settings, recorded in the JSON report.
         targets: goals for some rows, reported after the table.
+        summary: the workload's one-line description with the sizes this run really
+            uses (after ``--quick`` and the scale); None: the registered summary.
         warm_epoch: also time a second epoch of the same loader in every run, after
             the first: workers that a loader keeps between epochs are already
             running and the data is already mapped, as in every epoch of a training
@@ -140,6 +143,17 @@ class Prepared:
     params: Mapping[str, Any] = field(default_factory=dict)
     targets: tuple[Target, ...] = ()
     warm_epoch: bool = False
+    summary: str | None = None
+
+
+def gigabytes(nbytes: int) -> str:
+    """A size for a summary: ``"0.26 GB"``.
+
+    Example:
+        >>> gigabytes(262_144_000)
+        '0.26 GB'
+    """
+    return f"{nbytes / 1e9:.2f} GB"
 
 
 def scaled(ctx: BenchContext, count: int) -> int:

@@ -60,6 +60,7 @@ class Settings:
     cache_dir: Path
     json_path: Path | None = None
     scale: float = 1.0
+    plot_path: Path | None = None
 
 
 def default_cache_dir() -> Path:
@@ -219,13 +220,15 @@ def run(settings: Settings, out: TextIO | None = None, err: TextIO | None = None
     with _frozen_heap():
         for name in settings.workloads:
             workload = registry[name]
-            log(f"{name}: preparing ({workload.summary})")
+            log(f"{name}: preparing")
             prepared = workload.prepare(ctx)
+            summary = prepared.summary or workload.summary
+            log(f"{name}: {summary}")
             rows, checks, failures = run_workload(name, prepared, settings.repeats, log)
             results.append(
                 WorkloadResult(
                     name,
-                    workload.summary,
+                    summary,
                     dict(prepared.params),
                     rows,
                     checks,
@@ -235,6 +238,7 @@ def run(settings: Settings, out: TextIO | None = None, err: TextIO | None = None
             )
     elapsed = time.perf_counter() - started
     print(report.header(machine, settings.repeats), file=out)
+    print(report.workloads(results), file=out)
     print(report.table(results), file=out)
     notes = report.notes(results)
     if notes:
@@ -246,10 +250,14 @@ def run(settings: Settings, out: TextIO | None = None, err: TextIO | None = None
     if not failures:
         print(f"verified: {checked} loaders produced the expected batches", file=out)
     print(f"total {elapsed:.1f} s", file=out, flush=True)
+    document = to_json(settings, machine, results, elapsed)
     if settings.json_path is not None:
-        document = to_json(settings, machine, results, elapsed)
         write_json(settings.json_path, document)
         print(f"wrote {settings.json_path}", file=out, flush=True)
+    if settings.plot_path is not None:
+        from .plot import plot_results
+
+        print(f"wrote {plot_results(document, settings.plot_path)}", file=out, flush=True)
     return 1 if failures else 0
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .results import Row, TargetResult, WorkloadResult
 
-__all__ = ["header", "notes", "table"]
+__all__ = ["header", "notes", "table", "workloads"]
 
 COLUMNS = (
     "workload",
@@ -43,6 +43,13 @@ def header(machine: dict[str, Any], repeats: int) -> str:
         f"python {machine['python']} | {machine['cpus_usable']} CPUs, {machine['processor']} | "
         f"median of {repeats} epoch{'s' if repeats != 1 else ''}"
     )
+
+
+def workloads(results: list[WorkloadResult]) -> str:
+    """What each workload ran on, with the sizes really used: a heading, one indented line each."""
+    width = max((len(result.name) for result in results), default=0)
+    lines = [f"  {result.name.ljust(width)}  {result.summary}" for result in results]
+    return "\n".join(["data, as run:", *lines])
 
 
 def _ratio(value: float | None) -> str:

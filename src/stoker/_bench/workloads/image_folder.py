@@ -204,7 +204,8 @@ def _spdl_runner(paths: list[str], order: np.ndarray) -> Runner | None:
 
 @workload(
     "image_folder",
-    "4,000 256x256 JPEGs in class folders: RandomResizedCrop 224 + flip + normalise, "
+    "4,000 256x256 JPEGs (1,000 with --quick) in class folders: "
+    "RandomResizedCrop 224 + flip + normalise, "
     "batch 64, 2 workers; vs torch, Grain, SPDL and the decode limit",
     default=False,
     requires=(("PIL", "images"),),
@@ -254,6 +255,10 @@ def prepare(ctx: BenchContext) -> Prepared:
             yield np.stack([peer_transform(paths[i], record_rng(SEED, 0, i)) for i in idx.tolist()])
 
     return Prepared(
+        summary=(
+            f"{n:,} 256x256 JPEGs in class folders: RandomResizedCrop 224 + flip + "
+            "normalise, batch 64, 2 workers; vs torch, Grain, SPDL and the decode limit"
+        ),
         samples=n,
         record_bytes=RECORD_BYTES,
         runners=tuple(runners),

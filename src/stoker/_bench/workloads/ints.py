@@ -44,6 +44,7 @@ def prepare(ctx: BenchContext) -> Prepared:
 
         runners.append(Runner("torch", "torch", torch_loader))
     return Prepared(
+        summary=f"{n:,} Python ints from a list, in order, batch 256",
         samples=n,
         record_bytes=8,
         runners=tuple(runners),

@@ -61,6 +61,7 @@ def prepare(ctx: BenchContext) -> Prepared:
 
         runners.append(Runner("torch", "torch", torch_loader))
     return Prepared(
+        summary=f"{n:,} Python ints with an identity map per record, batch 256",
         samples=n,
         record_bytes=8,
         runners=tuple(runners),

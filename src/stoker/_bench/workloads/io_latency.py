@@ -57,7 +57,11 @@ def expected_batches(n: int) -> Iterator[np.ndarray]:
     return int_record_batches(n, BATCH_SIZE, RECORD_LEN)
 
 
-@workload("io_latency", "2 ms of simulated I/O per record, batch 32: 16 and 64 workers")
+@workload(
+    "io_latency",
+    "8,192 records (4,096 with --quick) with 2 ms of simulated I/O each, batch 32: "
+    "16 and 64 workers",
+)
 def prepare(ctx: BenchContext) -> Prepared:
     """A range mapped through :func:`fetch`; torch's dataset calls the same function."""
     n = max(1, int((QUICK_RECORDS if ctx.quick else RECORDS) * ctx.scale))
@@ -86,6 +90,7 @@ def prepare(ctx: BenchContext) -> Prepared:
 
         runners.append(Runner(f"torch x{WORKERS}", "torch", torch_loader, limit=limit(WORKERS)))
     return Prepared(
+        summary=f"{n:,} records with 2 ms of simulated I/O each, batch 32: 16 and 64 workers",
         samples=n,
         record_bytes=RECORD_BYTES,
         runners=tuple(runners),

@@ -1,4 +1,4 @@
-"""``jpeg``: read, decode and augment ~4,000 generated 256x256 RGB JPEGs, batch 64, 2 workers.
+"""``jpeg``: read, decode and augment 4,000 generated 256x256 RGB JPEGs, batch 64, 2 workers.
 
 Every record goes through the usual image-classification input pipeline: read the
 file's bytes, decode them with Pillow, take a random 224x224 crop, flip it left to
@@ -148,7 +148,11 @@ def count_images(ctx: BenchContext) -> int:
     return max(1, int((QUICK_IMAGES if ctx.quick else IMAGES) * ctx.scale))
 
 
-@workload("jpeg", "~4,000 256x256 JPEGs: read, decode, random crop 224 + flip, batch 64, 2 workers")
+@workload(
+    "jpeg",
+    "4,000 256x256 JPEGs (1,000 with --quick): read, decode, random crop 224 + flip, "
+    "batch 64, 2 workers",
+)
 def prepare(ctx: BenchContext) -> Prepared:
     """Write (or reuse) the images; every loader reads them in stoker's epoch-0 order."""
     n = count_images(ctx)
@@ -192,6 +196,10 @@ def prepare(ctx: BenchContext) -> Prepared:
             yield np.stack([transform(paths[i], record_rng(SEED, 0, i)) for i in idx.tolist()])
 
     return Prepared(
+        summary=(
+            f"{n:,} {SIZE}x{SIZE} JPEGs: read, decode, random crop {CROP} + flip, "
+            f"batch {BATCH_SIZE}, {WORKERS} workers"
+        ),
         samples=n,
         record_bytes=RECORD_BYTES,
         runners=tuple(runners),

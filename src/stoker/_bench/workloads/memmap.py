@@ -19,7 +19,7 @@ import numpy as np
 
 import stoker as sk
 
-from ..base import BenchContext, Prepared, Runner
+from ..base import BenchContext, Prepared, Runner, gigabytes
 from . import workload
 from ._common import BATCH_SIZE, OrderSampler
 
@@ -103,7 +103,10 @@ class BareTake:
             yield out
 
 
-@workload("memmap", "~1 GB np.memmap of float32 (3,64,64) records, shuffled, batch 256")
+@workload(
+    "memmap",
+    "1 GB np.memmap (0.26 GB with --quick) of float32 (3,64,64) records, shuffled, batch 256",
+)
 def prepare(ctx: BenchContext) -> Prepared:
     """Write (or reuse) the records file and read it in stoker's epoch-0 shuffled order."""
     target = QUICK_BYTES if ctx.quick else FULL_BYTES
@@ -131,6 +134,10 @@ def prepare(ctx: BenchContext) -> Prepared:
     if ctx.wants("bare"):
         runners.append(Runner("bare np.take", "bare", lambda: BareTake(mm, batches)))
     return Prepared(
+        summary=(
+            f"{gigabytes(n * RECORD_BYTES)} np.memmap of {n:,} float32 (3,64,64) records, "
+            f"shuffled, batch {BATCH_SIZE}"
+        ),
         samples=n,
         record_bytes=RECORD_BYTES,
         runners=tuple(runners),

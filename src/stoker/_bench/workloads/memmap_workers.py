@@ -1,4 +1,4 @@
-"""``memmap_workers``: the ``memmap`` workload's ~1 GB file, read by 2 process workers each.
+"""``memmap_workers``: the ``memmap`` workload's 1 GB file, read by 2 process workers each.
 
 The same records file as ``memmap`` (written once into the cache folder, ~256 MB
 with ``--quick``), read in stoker's epoch-0 shuffled order, batch 256. ``stoker
@@ -17,7 +17,7 @@ import numpy as np
 
 import stoker as sk
 
-from ..base import BenchContext, Prepared, Runner, Target
+from ..base import BenchContext, Prepared, Runner, Target, gigabytes
 from . import workload
 from ._common import BATCH_SIZE, OrderSampler, index_batches
 from .memmap import (
@@ -36,7 +36,8 @@ WORKERS = 2
 
 @workload(
     "memmap_workers",
-    "the ~1 GB memmap, shuffled, batch 256: stoker and torch with 2 process workers each",
+    "the 1 GB memmap (0.26 GB with --quick), shuffled, batch 256: stoker and torch with "
+    "2 process workers each",
 )
 def prepare(ctx: BenchContext) -> Prepared:
     """Reuse (or write) the ``memmap`` records file; every loader reads stoker's epoch-0 order."""
@@ -71,6 +72,10 @@ def prepare(ctx: BenchContext) -> Prepared:
 
         runners.append(Runner(f"torch x{WORKERS}", "torch", torch_loader))
     return Prepared(
+        summary=(
+            f"the {gigabytes(n * RECORD_BYTES)} memmap ({n:,} records), shuffled, batch "
+            f"{BATCH_SIZE}: stoker and torch with {WORKERS} process workers each"
+        ),
         samples=n,
         record_bytes=RECORD_BYTES,
         runners=tuple(runners),

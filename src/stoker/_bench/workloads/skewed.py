@@ -67,7 +67,11 @@ def expected_batches(n: int) -> Iterator[np.ndarray]:
     return int_record_batches(n, BATCH_SIZE, RECORD_LEN)
 
 
-@workload("skewed", "every 50th record takes 50 ms, others 0.2 ms, batch 16, 16 workers")
+@workload(
+    "skewed",
+    "4,000 records (2,000 with --quick): every 50th takes 50 ms, others 0.2 ms, "
+    "batch 16, 16 workers",
+)
 def prepare(ctx: BenchContext) -> Prepared:
     """A range mapped through :func:`fetch`; torch's dataset calls the same function."""
     n = max(1, int((QUICK_RECORDS if ctx.quick else RECORDS) * ctx.scale))
@@ -103,6 +107,7 @@ def prepare(ctx: BenchContext) -> Prepared:
 
         runners.append(Runner(f"torch x{WORKERS}", "torch", torch_loader, limit=LIMIT))
     return Prepared(
+        summary=f"{n:,} records: every 50th takes 50 ms, others 0.2 ms, batch 16, 16 workers",
         samples=n,
         record_bytes=RECORD_BYTES,
         runners=tuple(runners),

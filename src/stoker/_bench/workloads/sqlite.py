@@ -123,7 +123,8 @@ def count_rows(ctx: BenchContext) -> int:
 
 @workload(
     "sqlite",
-    "1M-row SQLite table (4 numbers + text), shuffled, batch 256, 0 and 2 workers, "
+    "1M-row SQLite table (200k with --quick; 4 numbers + text), shuffled, batch 256, "
+    "0 and 2 workers, "
     "vs torch with one query per row",
     default=False,
 )
@@ -182,6 +183,10 @@ def prepare(ctx: BenchContext) -> Prepared:
             yield np.column_stack([numbers[idx], np.array(crc, dtype=np.float64)])
 
     return Prepared(
+        summary=(
+            f"{n:,}-row SQLite table (4 numbers + text), shuffled, batch 256, 0 and 2 "
+            "workers, vs torch with one query per row"
+        ),
         samples=n,
         record_bytes=RECORD_BYTES,
         runners=tuple(runners),

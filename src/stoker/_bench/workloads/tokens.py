@@ -360,6 +360,10 @@ def prepare_pack(ctx: BenchContext) -> Prepared:
         return (pack_array(batch) for batch in greedy_pack(records, BATCH_SIZE))
 
     return Prepared(
+        summary=(
+            f"the same {len(s.order):,} token lists, shuffled, packed greedily into rows of "
+            f"{PACK_LENGTH}, batch 32, 0 and 2 workers, vs HF datasets + torch"
+        ),
         samples=packed_rows,
         record_bytes=PACK_LENGTH * 4 * len(PACK_FIELDS),
         runners=tuple(runners),
@@ -376,7 +380,8 @@ def prepare_pack(ctx: BenchContext) -> Prepared:
 
 @workload(
     "tokens_pad",
-    "500k int32 token lists (16-1024) in Parquet, shuffled, padded to 512, batch 32, "
+    "500k int32 token lists (50k with --quick; 16-1024 tokens) in Parquet, "
+    "shuffled, padded to 512, batch 32, "
     "0 and 2 workers, vs HF datasets + torch",
     default=False,
     requires=REQUIRES,
@@ -430,6 +435,10 @@ def prepare_pad(ctx: BenchContext) -> Prepared:
             yield pad_rows(rows(idx), np.zeros((len(idx), PAD_LENGTH), dtype=np.int32))
 
     return Prepared(
+        summary=(
+            f"{len(s.order):,} int32 token lists (16-1024 tokens) in Parquet, shuffled, padded "
+            f"to {PAD_LENGTH}, batch 32, 0 and 2 workers, vs HF datasets + torch"
+        ),
         samples=len(s.order),
         record_bytes=PAD_LENGTH * 4,
         runners=tuple(runners),
