@@ -65,6 +65,10 @@ def test_the_site_builds_strict(tmp_path):
         assert f'id="stoker.{module}' in (site / "api" / module / "index.html").read_text(
             encoding="utf-8"
         ), module
+    # The docstrings' Sphinx roles and "Example:" sections are rewritten for Markdown.
+    for role in (":class:", ":func:", ":meth:"):
+        assert role not in api, role
+    assert "Examples" in api
     bench = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
     assert "bench-tables" not in bench  # the marker was replaced by the tables
     assert "vs PyTorch, same run" in bench
