@@ -1,4 +1,4 @@
-"""Griffe extension: stoker's docstrings, written for ``help()`` and doctests, read well as Markdown.
+"""Griffe extension: stoker's docstrings, written for ``help()`` and doctests, as Markdown.
 
 Two habits of the source docstrings render badly in the generated reference, and this
 extension rewrites them before each docstring is parsed (the source files are left as
