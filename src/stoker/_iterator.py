@@ -22,7 +22,8 @@ from ._exec.jobs import Tally
 from ._parts import StreamParts
 from ._plan import ChunkReader
 from ._prefetch import DEFAULT_DEPTH, Prefetcher, is_batch_error
-from ._stats import LoaderStats, bottleneck_verdict
+from ._progress import Monitor
+from ._stats import LoaderStats
 from ._stream_plan import StreamPlan
 from ._watchdog import Watchdog, describe_jobs, thread_stack
 from ._window import JobWindow
@@ -170,6 +171,27 @@ class LoaderIterator(Generic[B]):
         if cfg.watchdog is not None:  # it looks in while next() waits in the window
             self._watchdog = Watchdog(cfg.watchdog, _describer(self._window, executor, box, epoch))
             self._window.watchdog = self._watchdog
+        self._executor = executor  # for the stats (restarts)
+        self._box = box
+        start = self._plan.state() if self._jobs is None else self._jobs.state()
+        box.state = start
+        carry = start.get("carry")
+        box.carry_len = len(carry) if isinstance(carry, list) else 0
+        self._left = _batches_left(loader, start)  # len(it); None when unknown
+        self._batches = 0
+        self._samples = 0
+        self._created = time.perf_counter()
+        self._exhausted = False
+        self._failure: BaseException | None = None
+        self._monitor: Monitor | None = Monitor(  # progress=True, the stoker logger
+            _stats_of(weakref.ref(self)),
+            total=self._left,
+            bar=cfg.progress,
+            log_every=cfg.log_every,
+            desc=f"epoch {epoch}",
+        )
+        if not self._monitor.active:
+            self._monitor = None
         self._finalizer = weakref.finalize(
             self,
             _close_all,
@@ -178,17 +200,8 @@ class LoaderIterator(Generic[B]):
             self._builder,
             self._reader or parts,
             release,
+            self._monitor,
         )
-        self._box = box
-        start = self._plan.state() if self._jobs is None else self._jobs.state()
-        box.state = start
-        carry = start.get("carry")
-        box.carry_len = len(carry) if isinstance(carry, list) else 0
-        self._batches = 0
-        self._samples = 0
-        self._created = time.perf_counter()
-        self._exhausted = False
-        self._failure: BaseException | None = None
 
     @property
     def epoch(self) -> int:
@@ -212,6 +225,8 @@ class LoaderIterator(Generic[B]):
             self._exhausted = True
             self._box.state = self._plan.final_state()
             self._box.finished = True
+            if self._monitor is not None:
+                self._monitor.close(finished=True)
             self._finalizer()
             raise
         except LoaderTimeout:
@@ -227,8 +242,30 @@ class LoaderIterator(Generic[B]):
         self._box.state = state if self._jobs is None else self._jobs.state()
         self._batches += 1
         self._samples += count
+        if self._monitor is not None:
+            self._monitor.tick()
         result: B = batch
         return result
+
+    def __len__(self) -> int:
+        """The batches this iterator has still to yield in its epoch.
+
+        A fresh iterator has ``len(loader)`` of them (unlike PyTorch's iterators, whose
+        length stays ``len(loader)``, it counts down, so a progress bar over a resumed
+        iterator shows the right total; ``stoker.torch.DataLoader`` keeps PyTorch's).
+
+        Errors:
+            TypeError: the number is not known before reading: a stream, a filter or
+                ``sk.pack`` in the pipeline, or ``on_error="skip"`` (see
+                ``len(loader)``).
+        """
+        if self._left is None:
+            raise TypeError(
+                "this iterator's length is not known before reading: the loader reads a "
+                "stream, or batches are filled as records pass (a filter, sk.pack or "
+                "on_error='skip'); len(loader) says why"
+            )
+        return max(0, self._left - self._batches)
 
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
         if self._watchdog is not None:
@@ -246,25 +283,34 @@ class LoaderIterator(Generic[B]):
         return state
 
     def stats(self) -> LoaderStats:
-        """Counters and a bottleneck verdict for this iterator so far."""
+        """Counters and a bottleneck verdict for this iterator so far (see
+        :class:`~stoker.LoaderStats`; ``print(it.stats())`` shows the report)."""
         counters = self._builder.counters if self._builder is not None else None
         tally = self._tally
         fetch = tally.fetch_seconds + (counters.fetch_seconds if counters else 0.0)
         collate = tally.collate_seconds + (counters.collate_seconds if counters else 0.0)
+        transform = tally.transform_seconds + (counters.transform_seconds if counters else 0.0)
         skipped = (list(counters.skipped) if counters else []) + tally.skipped
         elapsed = time.perf_counter() - self._created
         w = self._window
-        workers = self._loader._config.num_workers if self._mode != "inline" else 0
+        cfg = self._loader._config
+        workers = cfg.num_workers if self._mode != "inline" else 0
+        queue = 0.0
         if isinstance(w, JobWindow):
-            wait, produce = w.wait_seconds, fetch + collate
+            wait, produce, depth = w.wait_seconds, fetch + collate, w.depth
             where = f"{workers} {self._mode} workers, {w.depth} batches in flight"
             where += "" if w.ordered else ", as they finish"
+            queue = max(0.0, w.latency_seconds - tally.work_seconds - tally.transfer_seconds)
         else:
             inline = not w.mode.startswith("background")
             wait = w.wait_seconds + (w.produce_seconds if inline else 0.0)
             produce = w.produce_seconds
             where = w.mode if workers == 0 else f"{workers} {self._mode} workers read ahead"
-        busy = (fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
+            depth = 0 if inline else (cfg.prefetch or DEFAULT_DEPTH)
+            if workers:
+                depth = cfg.prefetch or 2 * workers
+        work = tally.work_seconds if workers else produce
+        busy = (work or fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
         pool = self._builder.pool if self._builder is not None else None
         return LoaderStats(
             batches=self._batches,
@@ -281,10 +327,17 @@ class LoaderIterator(Generic[B]):
             allocated_batches=pool.allocated if pool else 0,
             num_workers=workers,
             worker_utilisation=min(1.0, busy),
-            bottleneck=bottleneck_verdict(
-                wait=wait, elapsed=elapsed, fetch=fetch, collate=collate, batches=self._batches
-            ),
             watchdog=self._watchdog.findings if self._watchdog is not None else None,
+            transform_seconds=transform,
+            transfer_seconds=tally.transfer_seconds,
+            queue_seconds=queue,
+            work_seconds=work,
+            cpu_seconds=tally.cpu_seconds,
+            idle_seconds=w.idle_seconds,
+            bytes_moved=tally.nbytes,
+            restarts=int(getattr(self._executor, "restarts", 0)),
+            depth=depth,
+            cpu_count=_cores(),
         )
 
     def close(self) -> None:
@@ -308,9 +361,12 @@ def _close_all(
     builder: BatchBuilder | None,
     reader: ChunkReader | StreamParts | None,
     release: Callable[[], None],
+    monitor: Monitor | None,
 ) -> None:
     if os.getpid() != pid:  # a forked child: the workers and locks are the parent's
         return
+    if monitor is not None:
+        monitor.close()
     window.close()
     if reader is not None:
         reader.close()
@@ -321,6 +377,34 @@ def _close_all(
 
 def _nothing() -> None:
     return None
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _stats_of(ref: weakref.ref[LoaderIterator[Any]]) -> Callable[[], LoaderStats | None]:
+    """The iterator's stats while it lives (a progress monitor must not keep it alive)."""
+
+    def stats() -> LoaderStats | None:
+        it = ref()
+        return it.stats() if it is not None else None
+
+    return stats
+
+
+def _batches_left(loader: DataLoader[Any], start: dict[str, Any]) -> int | None:
+    """The batches an iterator starting at ``start`` yields, when known before reading."""
+    try:
+        total = len(loader)
+    except TypeError:
+        return None
+    done = start.get("batches", 0)
+    ahead = start.get("ahead", [])
+    return max(0, total - (done if isinstance(done, int) else 0) - len(ahead))
 
 
 def _describer(
