@@ -181,6 +181,7 @@ class LoaderIterator(Generic[B]):
         self._batches = 0
         self._samples = 0
         self._created = time.perf_counter()
+        self._first_batch = 0.0
         self._exhausted = False
         self._failure: BaseException | None = None
         self._monitor: Monitor | None = Monitor(  # progress=True, the stoker logger
@@ -240,6 +241,8 @@ class LoaderIterator(Generic[B]):
             self._finalizer()
             raise
         self._box.state = state if self._jobs is None else self._jobs.state()
+        if self._batches == 0:
+            self._first_batch = time.perf_counter() - self._created
         self._batches += 1
         self._samples += count
         if self._monitor is not None:
@@ -338,6 +341,7 @@ class LoaderIterator(Generic[B]):
             restarts=int(getattr(self._executor, "restarts", 0)),
             depth=depth,
             cpu_count=_cores(),
+            first_batch_seconds=self._first_batch,
         )
 
     def close(self) -> None:

@@ -74,6 +74,8 @@ class LoaderStats:
         restarts: crashed workers replaced (``restart_workers=True``).
         depth: batches in flight (0 when batches are built on demand).
         cpu_count: cores this process may run on.
+        first_batch_seconds: time from the iterator's creation to its first batch
+            (workers starting, the window filling). The verdict judges the time after it.
 
     Example:
         >>> import json, stoker as sk
@@ -114,6 +116,7 @@ class LoaderStats:
     restarts: int = 0
     depth: int = 0
     cpu_count: int = 1
+    first_batch_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.bottleneck:
@@ -187,7 +190,8 @@ def report(s: LoaderStats) -> str:
         f"stoker: {s.batches:,} batches, {s.samples:,} samples in {_secs(elapsed)} "
         f"({_rate(s.samples_per_second)} samples/s, {_rate(s.batches_per_second)} batches/s)",
         f"  workers    {where}",
-        f"  waiting    loop waited for data {_secs(s.wait_seconds)} "
+        f"  waiting    first batch after {_secs(s.first_batch_seconds)} · "
+        f"loop waited for data {_secs(s.wait_seconds)} "
         f"({_share(s.wait_seconds, elapsed)}) · loader waited for the loop "
         f"{_secs(s.idle_seconds)} ({_share(s.idle_seconds, elapsed)})",
         f"  stages     read {_secs(s.read_seconds)} · transforms {_secs(s.transform_seconds)}"

@@ -3,7 +3,8 @@
 A pure function of the counters in a :class:`~stoker.LoaderStats`, so that it can be
 checked on made-up numbers as well as on real loaders. The rules, in order:
 
-* **compute-bound** when the training loop waited for data at most 20 % of the time;
+* **compute-bound** when the training loop waited for data at most 20 % of the time
+  (after its first batch: starting workers and filling the window happen once);
 * **input-bound** otherwise, and then:
 
   1. thread workers whose CPU work kept about one core busy, never more: the GIL
@@ -75,14 +76,19 @@ def diagnose(s: LoaderStats) -> Verdict:
     """The verdict for the counters in ``s`` (see the module docstring for the rules)."""
     if s.batches == 0 or s.elapsed_seconds <= 0:
         return Verdict("unknown", "", "no batches yet", ())
-    share = s.wait_seconds / s.elapsed_seconds
+    elapsed, wait = s.elapsed_seconds, s.wait_seconds
+    if s.batches > 1 and 0 < s.first_batch_seconds < elapsed:
+        # Starting workers and filling the window happen once: judge the steady state.
+        elapsed -= s.first_batch_seconds
+        wait = max(0.0, wait - s.first_batch_seconds)
+    share = wait / elapsed
     stage = dominant_stage(s)
     if share <= INPUT_BOUND_SHARE:
         return _compute_bound(s, share)
     waited = f"the loop waited for data {share:.0%} of the time"
     if s.num_workers == 0:
         return _inline(s, waited, stage)
-    return _with_workers(s, waited, stage)
+    return _with_workers(s, waited, stage, elapsed, wait)
 
 
 def dominant_stage(s: LoaderStats) -> str:
@@ -142,9 +148,9 @@ def _inline(s: LoaderStats, waited: str, stage: str) -> Verdict:
     return Verdict("input-bound", stage, reason, (advice, _cheaper(stage)))
 
 
-def _with_workers(s: LoaderStats, waited: str, stage: str) -> Verdict:
+def _with_workers(s: LoaderStats, waited: str, stage: str, elapsed: float, wait: float) -> Verdict:
     n, util = s.num_workers, s.worker_utilisation
-    consumer = max(0.0, s.elapsed_seconds - s.wait_seconds)
+    consumer = max(0.0, elapsed - wait)
     build = s.fetch_seconds + s.collate_seconds
     inline_work = min(build, s.cpu_seconds) if _cpu_work(s) else build
     # 1. threads serialised by the GIL
@@ -152,10 +158,10 @@ def _with_workers(s: LoaderStats, waited: str, stage: str) -> Verdict:
         s.worker_mode == "thread"
         and n > 1
         and _cpu_work(s)
-        and 0.5 * s.elapsed_seconds <= s.cpu_seconds <= 1.2 * s.elapsed_seconds
+        and 0.5 * elapsed <= s.cpu_seconds <= 1.2 * elapsed
     ):
         reason = (
-            f"{waited}; {n} thread workers used {s.cpu_seconds / s.elapsed_seconds:.1f} "
+            f"{waited}; {n} thread workers used {s.cpu_seconds / elapsed:.1f} "
             f"cores between them: the GIL runs them one at a time (mostly "
             f"{_stage_words(stage)})"
         )
@@ -170,9 +176,9 @@ def _with_workers(s: LoaderStats, waited: str, stage: str) -> Verdict:
             ),
         )
     # 2. the workers deliver no faster than the work would run inline
-    if s.elapsed_seconds >= _NOT_FASTER * (inline_work + consumer):
+    if elapsed >= _NOT_FASTER * (inline_work + consumer):
         per_batch = inline_work / s.batches
-        delivered = s.elapsed_seconds / s.batches
+        delivered = elapsed / s.batches
         reason = (
             f"{waited}; the hand-off costs more than the work: {_ms(per_batch)} of work a "
             f"batch, delivered every {_ms(delivered)} by {n} {s.worker_mode} workers"
