@@ -146,13 +146,11 @@ def postfix(stats: LoaderStats) -> str:
 
 
 def summary(stats: LoaderStats, desc: str, total: int | None) -> str:
-    """One log line: progress, rates, waits and the verdict."""
+    """One log line: progress, rates and the verdict."""
     done = f"{stats.batches:,}" + (f"/{total:,}" if total is not None else "")
-    share = stats.wait_seconds / stats.elapsed_seconds if stats.elapsed_seconds > 0 else 0.0
     return (
         f"{desc}: {done} batches, {stats.samples_per_second:,.0f} samples/s, "
-        f"{stats.batches_per_second:,.1f} batches/s, waited for data {share:.0%}; "
-        f"{stats.bottleneck}"
+        f"{stats.batches_per_second:,.1f} batches/s; {stats.bottleneck}"
     )
 
 
