@@ -22,8 +22,8 @@ from ._exec.jobs import Tally
 from ._parts import StreamParts
 from ._plan import ChunkReader
 from ._prefetch import DEFAULT_DEPTH, Prefetcher, is_batch_error
-from ._progress import Monitor
-from ._stats import LoaderStats
+from ._progress import Monitor, stats_while_alive
+from ._stats import LoaderStats, available_cores
 from ._stream_plan import StreamPlan
 from ._watchdog import Watchdog, describe_jobs, thread_stack
 from ._window import JobWindow
@@ -171,6 +171,15 @@ class LoaderIterator(Generic[B]):
         if cfg.watchdog is not None:  # it looks in while next() waits in the window
             self._watchdog = Watchdog(cfg.watchdog, _describer(self._window, executor, box, epoch))
             self._window.watchdog = self._watchdog
+        self._finalizer = weakref.finalize(
+            self,
+            _close_all,
+            os.getpid(),
+            self._window,
+            self._builder,
+            self._reader or parts,
+            release,
+        )
         self._executor = executor  # for the stats (restarts)
         self._box = box
         start = self._plan.state() if self._jobs is None else self._jobs.state()
@@ -185,24 +194,16 @@ class LoaderIterator(Generic[B]):
         self._exhausted = False
         self._failure: BaseException | None = None
         self._monitor: Monitor | None = Monitor(  # progress=True, the stoker logger
-            _stats_of(weakref.ref(self)),
+            stats_while_alive(weakref.ref(self)),
             total=self._left,
             bar=cfg.progress,
             log_every=cfg.log_every,
             desc=f"epoch {epoch}",
         )
-        if not self._monitor.active:
+        if self._monitor.active:
+            weakref.finalize(self, self._monitor.close)  # the bar closes with the iterator
+        else:
             self._monitor = None
-        self._finalizer = weakref.finalize(
-            self,
-            _close_all,
-            os.getpid(),
-            self._window,
-            self._builder,
-            self._reader or parts,
-            release,
-            self._monitor,
-        )
 
     @property
     def epoch(self) -> int:
@@ -306,7 +307,7 @@ class LoaderIterator(Generic[B]):
             queue = max(0.0, w.latency_seconds - tally.work_seconds - tally.transfer_seconds)
         else:
             inline = not w.mode.startswith("background")
-            wait = w.wait_seconds + (w.produce_seconds if inline else 0.0)
+            wait = w.wait_seconds  # production on the caller's thread included
             produce = w.produce_seconds
             where = w.mode if workers == 0 else f"{workers} {self._mode} workers read ahead"
             depth = 0 if inline else (cfg.prefetch or DEFAULT_DEPTH)
@@ -340,13 +341,15 @@ class LoaderIterator(Generic[B]):
             bytes_moved=tally.nbytes,
             restarts=int(getattr(self._executor, "restarts", 0)),
             depth=depth,
-            cpu_count=_cores(),
+            cpu_count=available_cores(),
             first_batch_seconds=self._first_batch,
         )
 
     def close(self) -> None:
         """Stop loading and end the prefetch thread (idempotent)."""
         self._exhausted = True
+        if self._monitor is not None:
+            self._monitor.close()
         self._finalizer()
 
     def __enter__(self) -> LoaderIterator[B]:
@@ -365,12 +368,9 @@ def _close_all(
     builder: BatchBuilder | None,
     reader: ChunkReader | StreamParts | None,
     release: Callable[[], None],
-    monitor: Monitor | None,
 ) -> None:
     if os.getpid() != pid:  # a forked child: the workers and locks are the parent's
         return
-    if monitor is not None:
-        monitor.close()
     window.close()
     if reader is not None:
         reader.close()
@@ -381,23 +381,6 @@ def _close_all(
 
 def _nothing() -> None:
     return None
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def _stats_of(ref: weakref.ref[LoaderIterator[Any]]) -> Callable[[], LoaderStats | None]:
-    """The iterator's stats while it lives (a progress monitor must not keep it alive)."""
-
-    def stats() -> LoaderStats | None:
-        it = ref()
-        return it.stats() if it is not None else None
-
-    return stats
 
 
 def _batches_left(loader: DataLoader[Any], start: dict[str, Any]) -> int | None:

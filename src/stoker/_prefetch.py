@@ -183,6 +183,7 @@ class Prefetcher(Generic[T]):
             raise
         end = time.perf_counter()
         self.produce_seconds += end - start
+        self.wait_seconds += end - start  # the caller waited while it was produced
         if self._depth is None:
             if self._returned_at is not None:
                 self._probe_seconds.append(min(end - start, start - self._returned_at))

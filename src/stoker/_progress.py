@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any, Generic
 
@@ -19,7 +20,15 @@ from ._stats import LoaderStats
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["DEFAULT_LOG_EVERY", "REFRESH_SECONDS", "Monitor", "Progress", "logger", "progress"]
+__all__ = [
+    "DEFAULT_LOG_EVERY",
+    "REFRESH_SECONDS",
+    "Monitor",
+    "Progress",
+    "logger",
+    "progress",
+    "stats_while_alive",
+]
 
 logger = logging.getLogger("stoker")
 """The ``stoker`` logger: periodic one-line summaries are INFO records of it."""
@@ -32,6 +41,16 @@ REFRESH_SECONDS = 0.5
 """Seconds between updates of a progress bar."""
 
 B = TypeVar("B", default=Any)
+
+
+def stats_while_alive(ref: weakref.ref[Any]) -> Callable[[], LoaderStats | None]:
+    """``ref()``'s stats while it lives: a monitor must not keep its iterator alive."""
+
+    def stats() -> LoaderStats | None:
+        it = ref()
+        return it.stats() if it is not None else None
+
+    return stats
 
 
 class Monitor:

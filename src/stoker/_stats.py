@@ -8,13 +8,14 @@ see ``_verdict.py``) are pure functions of them.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._verdict import Verdict, diagnose
 
-__all__ = ["LoaderStats", "add_transform_time", "transform_time"]
+__all__ = ["LoaderStats", "add_transform_time", "available_cores", "transform_time"]
 
 _clock = threading.local()
 
@@ -23,6 +24,13 @@ def add_transform_time(seconds: float) -> None:
     """Add ``seconds`` spent in map functions to this thread's total (see
     :func:`transform_time`); the batch builder and the workers read it around a fetch."""
     _clock.seconds = getattr(_clock, "seconds", 0.0) + seconds
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def transform_time() -> float:
