@@ -133,8 +133,8 @@ class JobWindow:
                 self._skip.discard(job.seq)
                 self._handed_out(job.seq)
                 continue
-            future = self._executor.submit(job)
             self._submitted[job.seq] = time.perf_counter()
+            future = self._executor.submit(job)
             future.add_done_callback(_stamp(self._finished_at, job.seq))
             self._inflight.append((job, future))
 
