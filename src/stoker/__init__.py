@@ -21,6 +21,8 @@ from ._elastic import merge_host_states as merge_host_states
 from ._exec.gil import releases_gil as releases_gil
 from ._iterator import LoaderIterator as LoaderIterator
 from ._loader import DataLoader as DataLoader
+from ._progress import Progress as Progress
+from ._progress import progress as progress
 from ._sampling.base import Sampler as Sampler
 from ._sampling.batch import BatchSampler as BatchSampler
 from ._sampling.chunked import ChunkedShuffleSampler as ChunkedShuffleSampler
@@ -50,6 +52,7 @@ from ._transforms.concat import concat as concat
 from ._transforms.mix import mix as mix
 from ._transforms.pack import pack as pack
 from ._transforms.zip import zip as zip
+from ._verdict import Verdict as Verdict
 from ._worker_info import WorkerInfo as WorkerInfo
 from ._worker_info import get_worker_info as get_worker_info
 from .errors import CollateError as CollateError
@@ -83,12 +86,14 @@ __all__ = [
     "LoaderStats",
     "LoaderTimeout",
     "NotSupportedError",
+    "Progress",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
     "Shard",
     "StateError",
     "StokerError",
+    "Verdict",
     "WeightedSampler",
     "WorkerCrashed",
     "WorkerError",
@@ -116,6 +121,7 @@ __all__ = [
     "mix",
     "pack",
     "pad_collate",
+    "progress",
     "range",
     "releases_gil",
     "testing",

@@ -51,6 +51,8 @@ class LoaderConfig:
     shard: Shard | str | None
     max_restarts: int = 10
     watchdog: float | None = 60.0
+    progress: bool = False
+    log_every: float | None = None
 
     def __post_init__(self) -> None:
         self._check_batching()
@@ -144,6 +146,20 @@ class LoaderConfig:
             raise ConfigError(
                 f"max_restarts must be an int >= 0 (worker replacements under "
                 f"restart_workers=True before raising), got {self.max_restarts!r}"
+            )
+        if not isinstance(self.progress, bool):
+            raise ConfigError(
+                f"progress must be True (a tqdm bar for each pass) or False, got {self.progress!r}"
+            )
+        if self.log_every is not None and (
+            isinstance(self.log_every, bool)
+            or not isinstance(self.log_every, int | float)
+            or not self.log_every > 0
+        ):
+            raise ConfigError(
+                "log_every must be a number of seconds > 0 (between one-line summaries "
+                "logged at INFO by the 'stoker' logger) or None (every 60 s when that "
+                f"logger is enabled for INFO), got {self.log_every!r}"
             )
         if self.watchdog is not None and (
             isinstance(self.watchdog, bool)

@@ -22,7 +22,8 @@ from ._exec.jobs import Tally
 from ._parts import StreamParts
 from ._plan import ChunkReader
 from ._prefetch import DEFAULT_DEPTH, Prefetcher, is_batch_error
-from ._stats import LoaderStats, bottleneck_verdict
+from ._progress import Monitor, stats_while_alive
+from ._stats import LoaderStats, available_cores
 from ._stream_plan import StreamPlan
 from ._watchdog import Watchdog, describe_jobs, thread_stack
 from ._window import JobWindow
@@ -179,16 +180,30 @@ class LoaderIterator(Generic[B]):
             self._reader or parts,
             release,
         )
+        self._executor = executor  # for the stats (restarts)
         self._box = box
         start = self._plan.state() if self._jobs is None else self._jobs.state()
         box.state = start
         carry = start.get("carry")
         box.carry_len = len(carry) if isinstance(carry, list) else 0
+        self._left = _batches_left(loader, start)  # len(it); None when unknown
         self._batches = 0
         self._samples = 0
         self._created = time.perf_counter()
+        self._first_batch = 0.0
         self._exhausted = False
         self._failure: BaseException | None = None
+        self._monitor: Monitor | None = Monitor(  # progress=True, the stoker logger
+            stats_while_alive(weakref.ref(self)),
+            total=self._left,
+            bar=cfg.progress,
+            log_every=cfg.log_every,
+            desc=f"epoch {epoch}",
+        )
+        if self._monitor.active:
+            weakref.finalize(self, self._monitor.close)  # the bar closes with the iterator
+        else:
+            self._monitor = None
 
     @property
     def epoch(self) -> int:
@@ -212,6 +227,8 @@ class LoaderIterator(Generic[B]):
             self._exhausted = True
             self._box.state = self._plan.final_state()
             self._box.finished = True
+            if self._monitor is not None:
+                self._monitor.close(finished=True)
             self._finalizer()
             raise
         except LoaderTimeout:
@@ -225,10 +242,34 @@ class LoaderIterator(Generic[B]):
             self._finalizer()
             raise
         self._box.state = state if self._jobs is None else self._jobs.state()
+        if self._batches == 0:
+            self._first_batch = time.perf_counter() - self._created
         self._batches += 1
         self._samples += count
+        if self._monitor is not None:
+            self._monitor.tick()
         result: B = batch
         return result
+
+    def __len__(self) -> int:
+        """The batches this iterator has still to yield in its epoch.
+
+        A fresh iterator has ``len(loader)`` of them (unlike PyTorch's iterators, whose
+        length stays ``len(loader)``, it counts down, so a progress bar over a resumed
+        iterator shows the right total; ``stoker.torch.DataLoader`` keeps PyTorch's).
+
+        Errors:
+            TypeError: the number is not known before reading: a stream, a filter or
+                ``sk.pack`` in the pipeline, or ``on_error="skip"`` (see
+                ``len(loader)``).
+        """
+        if self._left is None:
+            raise TypeError(
+                "this iterator's length is not known before reading: the loader reads a "
+                "stream, or batches are filled as records pass (a filter, sk.pack or "
+                "on_error='skip'); len(loader) says why"
+            )
+        return max(0, self._left - self._batches)
 
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
         if self._watchdog is not None:
@@ -246,25 +287,34 @@ class LoaderIterator(Generic[B]):
         return state
 
     def stats(self) -> LoaderStats:
-        """Counters and a bottleneck verdict for this iterator so far."""
+        """Counters and a bottleneck verdict for this iterator so far (see
+        :class:`~stoker.LoaderStats`; ``print(it.stats())`` shows the report)."""
         counters = self._builder.counters if self._builder is not None else None
         tally = self._tally
         fetch = tally.fetch_seconds + (counters.fetch_seconds if counters else 0.0)
         collate = tally.collate_seconds + (counters.collate_seconds if counters else 0.0)
+        transform = tally.transform_seconds + (counters.transform_seconds if counters else 0.0)
         skipped = (list(counters.skipped) if counters else []) + tally.skipped
         elapsed = time.perf_counter() - self._created
         w = self._window
-        workers = self._loader._config.num_workers if self._mode != "inline" else 0
+        cfg = self._loader._config
+        workers = cfg.num_workers if self._mode != "inline" else 0
+        queue = 0.0
         if isinstance(w, JobWindow):
-            wait, produce = w.wait_seconds, fetch + collate
+            wait, produce, depth = w.wait_seconds, fetch + collate, w.depth
             where = f"{workers} {self._mode} workers, {w.depth} batches in flight"
             where += "" if w.ordered else ", as they finish"
+            queue = max(0.0, w.latency_seconds - tally.work_seconds - tally.transfer_seconds)
         else:
             inline = not w.mode.startswith("background")
-            wait = w.wait_seconds + (w.produce_seconds if inline else 0.0)
+            wait = w.wait_seconds  # production on the caller's thread included
             produce = w.produce_seconds
             where = w.mode if workers == 0 else f"{workers} {self._mode} workers read ahead"
-        busy = (fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
+            depth = 0 if inline else (cfg.prefetch or DEFAULT_DEPTH)
+            if workers:
+                depth = cfg.prefetch or 2 * workers
+        work = tally.work_seconds if workers else produce
+        busy = (work or fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
         pool = self._builder.pool if self._builder is not None else None
         return LoaderStats(
             batches=self._batches,
@@ -281,15 +331,25 @@ class LoaderIterator(Generic[B]):
             allocated_batches=pool.allocated if pool else 0,
             num_workers=workers,
             worker_utilisation=min(1.0, busy),
-            bottleneck=bottleneck_verdict(
-                wait=wait, elapsed=elapsed, fetch=fetch, collate=collate, batches=self._batches
-            ),
             watchdog=self._watchdog.findings if self._watchdog is not None else None,
+            transform_seconds=transform,
+            transfer_seconds=tally.transfer_seconds,
+            queue_seconds=queue,
+            work_seconds=work,
+            cpu_seconds=tally.cpu_seconds,
+            idle_seconds=w.idle_seconds,
+            bytes_moved=tally.nbytes,
+            restarts=int(getattr(self._executor, "restarts", 0)),
+            depth=depth,
+            cpu_count=available_cores(),
+            first_batch_seconds=self._first_batch,
         )
 
     def close(self) -> None:
         """Stop loading and end the prefetch thread (idempotent)."""
         self._exhausted = True
+        if self._monitor is not None:
+            self._monitor.close()
         self._finalizer()
 
     def __enter__(self) -> LoaderIterator[B]:
@@ -321,6 +381,17 @@ def _close_all(
 
 def _nothing() -> None:
     return None
+
+
+def _batches_left(loader: DataLoader[Any], start: dict[str, Any]) -> int | None:
+    """The batches an iterator starting at ``start`` yields, when known before reading."""
+    try:
+        total = len(loader)
+    except TypeError:
+        return None
+    done = start.get("batches", 0)
+    ahead = start.get("ahead", [])
+    return max(0, total - (done if isinstance(done, int) else 0) - len(ahead))
 
 
 def _describer(

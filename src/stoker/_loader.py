@@ -76,6 +76,12 @@ class DataLoader(Generic[B]):
             goes into ``it.stats().watchdog``. None turns it off. It never raises
             (``timeout`` does), and it does not watch a batch built on the calling
             thread (no workers and no prefetch thread: that thread is yours).
+        progress: show a tqdm bar for every pass: batches against ``len(loader)``,
+            samples per second and the verdict of ``it.stats()`` (see also
+            :func:`~stoker.progress`).
+        log_every: seconds between one-line summaries (rates, waits, verdict) logged
+            at INFO by the ``"stoker"`` logger. None: every 60 s when that logger is
+            enabled for INFO (``logging.basicConfig(level=logging.INFO)``), else none.
         on_error: "raise", or "skip" records whose loading raises (at most
             ``max_errors``, then raise).
         shard: load one host's slice of every global batch: ``sk.Shard(index, count)``,
@@ -131,6 +137,8 @@ class DataLoader(Generic[B]):
         shard: Shard | str | None = None,
         max_restarts: int = 10,
         watchdog: float | None = 60.0,
+        progress: bool = False,
+        log_every: float | None = None,
     ) -> None:
         if not (hasattr(dataset, "__getitem__") or hasattr(dataset, "__iter__")):
             raise TypeError(
@@ -165,6 +173,8 @@ class DataLoader(Generic[B]):
             shard=shard,
             max_restarts=max_restarts,
             watchdog=watchdog,
+            progress=progress,
+            log_every=log_every,
         )
         if timeout is not None and prefetch == 0 and num_workers == 0:
             raise ConfigError(

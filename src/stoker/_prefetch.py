@@ -133,6 +133,7 @@ class Prefetcher(Generic[T]):
         self._returned_at: float | None = None
         self.produce_seconds = 0.0
         self.wait_seconds = 0.0
+        self.idle_seconds = 0.0  # the background thread waited for room in a full window
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -182,6 +183,7 @@ class Prefetcher(Generic[T]):
             raise
         end = time.perf_counter()
         self.produce_seconds += end - start
+        self.wait_seconds += end - start  # the caller waited while it was produced
         if self._depth is None:
             if self._returned_at is not None:
                 self._probe_seconds.append(min(end - start, start - self._returned_at))
@@ -199,8 +201,11 @@ class Prefetcher(Generic[T]):
         cond, window, depth = self._cond, self._window, self._depth or DEFAULT_DEPTH
         while True:
             with cond:
-                while len(window) >= depth and not self._closed:
-                    cond.wait()
+                if len(window) >= depth:  # full: the consumer is the limit (for the stats)
+                    idle = time.perf_counter()
+                    while len(window) >= depth and not self._closed:
+                        cond.wait()
+                    self.idle_seconds += time.perf_counter() - idle
                 if self._closed:
                     return
             start = time.perf_counter()

@@ -1,15 +1,51 @@
-"""``LoaderStats``: where an iterator's time went, and what limits it."""
+"""``LoaderStats``: where an iterator's time went, and what limits it.
+
+The counters come from the stages that already run (the batch builder, the workers,
+the job window); the report (``str(stats)``) and the verdict (``stats.verdict``,
+see ``_verdict.py``) are pure functions of them.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import threading
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["LoaderStats", "bottleneck_verdict"]
+from ._verdict import Verdict, diagnose
+
+__all__ = ["LoaderStats", "add_transform_time", "available_cores", "transform_time"]
+
+_clock = threading.local()
+
+
+def add_transform_time(seconds: float) -> None:
+    """Add ``seconds`` spent in map functions to this thread's total (see
+    :func:`transform_time`); the batch builder and the workers read it around a fetch."""
+    _clock.seconds = getattr(_clock, "seconds", 0.0) + seconds
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def transform_time() -> float:
+    """The time this thread has spent in map functions so far."""
+    seconds: float = getattr(_clock, "seconds", 0.0)
+    return seconds
 
 
 @dataclass(frozen=True)
 class LoaderStats:
     """A snapshot of one iterator's counters (``it.stats()``).
+
+    ``str(stats)`` is a short report that ends with the verdict; ``stats.as_dict()``
+    is the same as JSON types. Times of work done in workers are summed over the
+    workers (two workers busy for one second add up to two seconds).
 
     Attributes:
         batches: batches yielded so far.
@@ -28,17 +64,37 @@ class LoaderStats:
         recycled_batches: batches written into recycled buffers.
         allocated_batches: batches that needed fresh memory.
         num_workers: worker threads or processes (0 inline).
-        worker_utilisation: the share of the workers' time spent loading (0..1).
-        bottleneck: a one-line verdict.
+        worker_utilisation: the share of the workers' time spent on jobs (0..1).
+        bottleneck: the verdict in one line.
         watchdog: what the watchdog found when ``next()`` waited ``watchdog`` seconds
             without a batch: the batches and samples in flight and the stacks of the
             workers reading them (None while it has not fired).
+        transform_seconds: the part of ``fetch_seconds`` spent in map functions
+            (``read_seconds`` is the rest: the source's own reads).
+        transfer_seconds: handing batches from process workers to the main process:
+            copying into shared memory in the worker, receiving and unpickling here.
+        queue_seconds: time jobs waited for a free worker (and in transit).
+        work_seconds: the workers' wall time on jobs (inline: production time).
+        cpu_seconds: the workers' CPU time on jobs (0 inline).
+        idle_seconds: time the loader waited for the training loop: every batch in
+            flight was ready and the window was full.
+        bytes_moved: bytes that crossed from process workers (pipe and shared memory).
+        restarts: crashed workers replaced (``restart_workers=True``).
+        depth: batches in flight (0 when batches are built on demand).
+        cpu_count: cores this process may run on.
+        first_batch_seconds: time from the iterator's creation to its first batch
+            (workers starting, the window filling). The verdict judges the time after it.
 
     Example:
-        >>> import stoker as sk
+        >>> import json, stoker as sk
         >>> it = iter(sk.DataLoader(sk.range(0, 8), batch_size=4))
         >>> _ = next(it)
-        >>> it.stats().batches
+        >>> stats = it.stats()
+        >>> stats.batches, stats.samples
+        (1, 4)
+        >>> str(stats).splitlines()[0]  # doctest: +ELLIPSIS
+        'stoker: 1 batches, 4 samples in ...'
+        >>> json.loads(json.dumps(stats.as_dict()))["batches"]
         1
     """
 
@@ -58,19 +114,128 @@ class LoaderStats:
     worker_utilisation: float = 0.0
     bottleneck: str = ""
     watchdog: str | None = None
+    transform_seconds: float = 0.0
+    transfer_seconds: float = 0.0
+    queue_seconds: float = 0.0
+    work_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    idle_seconds: float = 0.0
+    bytes_moved: int = 0
+    restarts: int = 0
+    depth: int = 0
+    cpu_count: int = 1
+    first_batch_seconds: float = 0.0
 
+    def __post_init__(self) -> None:
+        if not self.bottleneck:
+            object.__setattr__(self, "bottleneck", self.verdict.line)
 
-def bottleneck_verdict(
-    *, wait: float, elapsed: float, fetch: float, collate: float, batches: int
-) -> str:
-    """One line saying whether the loader or the training step limits the speed."""
-    if batches == 0 or elapsed <= 0:
-        return "no batches yet"
-    share = wait / elapsed
-    stage = "reading records (the dataset and its maps)" if fetch >= collate else "collating"
-    if share > 0.2:
-        return (
-            f"input-bound: the loop waited for data {share:.0%} of the time, mostly {stage}; "
-            "more workers or a cheaper per-record function would help"
+    @property
+    def verdict(self) -> Verdict:
+        """What limits the loader, which stage dominates and what to change."""
+        return diagnose(self)
+
+    @property
+    def read_seconds(self) -> float:
+        """Time in the source's own reads (``fetch_seconds`` less the map functions)."""
+        return max(0.0, self.fetch_seconds - self.transform_seconds)
+
+    @property
+    def samples_per_second(self) -> float:
+        """Records yielded per second since the iterator was created."""
+        return self.samples / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
+
+    @property
+    def batches_per_second(self) -> float:
+        """Batches yielded per second since the iterator was created."""
+        return self.batches / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every counter, the rates and the verdict as JSON types (``json.dumps`` works)."""
+        out = dataclasses.asdict(self)
+        out["skipped"] = [[index, summary] for index, summary in self.skipped]
+        verdict = self.verdict
+        out.update(
+            read_seconds=self.read_seconds,
+            samples_per_second=self.samples_per_second,
+            batches_per_second=self.batches_per_second,
+            verdict={
+                "kind": verdict.kind,
+                "stage": verdict.stage,
+                "reason": verdict.reason,
+                "advice": list(verdict.advice),
+            },
         )
-    return f"compute-bound: batches were ready; the loop waited for data {share:.0%} of the time"
+        return out
+
+    def __str__(self) -> str:
+        return report(self)
+
+
+def report(s: LoaderStats) -> str:
+    """The multi-line report of ``str(stats)`` (every line is explained in docs/stats.md)."""
+    elapsed = s.elapsed_seconds
+    verdict = s.verdict
+    if s.num_workers:
+        where = f"{s.num_workers} {s.worker_mode} workers"
+        if s.depth:
+            where += f", {s.depth} batches in flight"
+        where += (
+            f"; busy {s.worker_utilisation:.0%}"
+            + (f", CPU {s.cpu_seconds / s.work_seconds:.0%} of it" if s.work_seconds else "")
+            + f"; restarts {s.restarts}"
+        )
+    else:
+        where = f"none (built on the {s.prefetch})"
+    handoff = f"{_secs(s.transfer_seconds)}" + (
+        f" · queued {_secs(s.queue_seconds)}" if s.num_workers else ""
+    )
+    skipped = f"{len(s.skipped)} records" + (
+        f" (first: sample {s.skipped[0][0]}, {s.skipped[0][1][:60]})" if s.skipped else ""
+    )
+    watchdog = "quiet" if s.watchdog is None else s.watchdog.splitlines()[0][:70] + " ..."
+    lines = [
+        f"stoker: {s.batches:,} batches, {s.samples:,} samples in {_secs(elapsed)} "
+        f"({_rate(s.samples_per_second)} samples/s, {_rate(s.batches_per_second)} batches/s)",
+        f"  workers    {where}",
+        f"  waiting    first batch after {_secs(s.first_batch_seconds)} · "
+        f"loop waited for data {_secs(s.wait_seconds)} "
+        f"({_share(s.wait_seconds, elapsed)}) · loader waited for the loop "
+        f"{_secs(s.idle_seconds)} ({_share(s.idle_seconds, elapsed)})",
+        f"  stages     read {_secs(s.read_seconds)} · transforms {_secs(s.transform_seconds)}"
+        f" · collate {_secs(s.collate_seconds)} · hand-off {handoff}",
+        f"  moved      {_bytes(s.bytes_moved)} from workers · buffers "
+        f"{s.recycled_batches:,} recycled, {s.allocated_batches:,} new",
+        f"  problems   skipped {skipped} · watchdog {watchdog}",
+        f"  verdict    {verdict.kind}"
+        + (f" ({verdict.stage})" if verdict.stage else "")
+        + f": {verdict.reason}",
+    ]
+    lines += [f"  advice     {a}" for a in verdict.advice] or ["  advice     -"]
+    return "\n".join(lines)
+
+
+def _secs(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole > 0 else "-"
+
+
+def _rate(per_second: float) -> str:
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if per_second >= size:
+            return f"{per_second / size:.1f} {unit}"
+    return f"{per_second:.1f}"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"

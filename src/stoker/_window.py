@@ -21,6 +21,15 @@ from .errors import IteratorFailed
 __all__ = ["JobWindow"]
 
 
+def _stamp(stamps: dict[int, float], seq: int) -> Callable[[Future[Done]], None]:
+    """A done-callback that notes when job ``seq`` finished (it holds no window)."""
+
+    def stamp(_: Future[Done]) -> None:
+        stamps[seq] = time.perf_counter()
+
+    return stamp
+
+
 class JobWindow:
     """Up to ``depth`` jobs in flight on an executor; their batches in order or as they finish.
 
@@ -85,6 +94,13 @@ class JobWindow:
         self._states: dict[int, dict[str, Any]] = {}
         self._low: int | None = None
         self.wait_seconds = 0.0
+        # For the stats: jobs' time from submit to finish, and the time the window was
+        # full of finished batches, waiting for the consumer to take one.
+        self.latency_seconds = 0.0
+        self.idle_seconds = 0.0
+        self._submitted: dict[int, float] = {}
+        self._finished_at: dict[int, float] = {}
+        self._returned_at: float | None = None
         self._waiting = False  # in _take: Ctrl-C there loses no batch
         # False once Ctrl-C interrupted planning or handing out a batch, so that a
         # batch may be lost; Ctrl-C while waiting for one keeps the window as it was.
@@ -117,7 +133,10 @@ class JobWindow:
                 self._skip.discard(job.seq)
                 self._handed_out(job.seq)
                 continue
-            self._inflight.append((job, self._executor.submit(job)))
+            self._submitted[job.seq] = time.perf_counter()
+            future = self._executor.submit(job)
+            future.add_done_callback(_stamp(self._finished_at, job.seq))
+            self._inflight.append((job, future))
 
     def _handed_out(self, seq: int) -> None:
         self._out.add(seq)
@@ -157,6 +176,7 @@ class JobWindow:
         """The next item; ``StopIteration`` after the last one."""
         start = time.perf_counter()
         deadline = None if self._timeout is None else start + self._timeout
+        self._count_idle(start)
         try:
             while True:
                 if self._closed:
@@ -168,6 +188,8 @@ class JobWindow:
                 job, future = self._take(deadline)  # still in flight: Ctrl-C loses nothing
                 self._waiting = False
                 self._inflight.remove((job, future))
+                submitted = self._submitted.pop(job.seq, start)
+                self.latency_seconds += self._finished_at.pop(job.seq, start) - submitted
                 try:
                     done = future.result()
                     item = self._finish(job, done)
@@ -188,7 +210,19 @@ class JobWindow:
             raise
         finally:
             self._waiting = False
-            self.wait_seconds += time.perf_counter() - start
+            self._returned_at = time.perf_counter()
+            self.wait_seconds += self._returned_at - start
+
+    def _count_idle(self, now: float) -> None:
+        """Add the time since the last batch was handed out during which every job in
+        the window had finished: the workers waited for the consumer."""
+        if self._returned_at is None or len(self._inflight) < self.depth:
+            return
+        stamps = self._finished_at
+        finished = [stamps.get(job.seq) for job, _ in self._inflight]
+        if all(t is not None for t in finished):
+            last = max(t for t in finished if t is not None)
+            self.idle_seconds += max(0.0, now - max(last, self._returned_at))
 
     def close(self) -> None:
         """Cancel this window's jobs that have not started (idempotent)."""

@@ -56,6 +56,12 @@ def a_loader_yields_what_its_collate_returns() -> None:
     assert_type(next(it), Pair)
     assert_type(it.state_dict(), dict[str, Any])
     assert_type(it.stats(), sk.LoaderStats)
+    assert_type(it.stats().verdict, sk.Verdict)
+    assert_type(it.stats().as_dict(), dict[str, Any])
+    assert_type(len(it), int)
+    bar = sk.progress(loader)
+    assert_type(bar, sk.Progress[Pair])
+    assert_type(next(bar), Pair)
     as_list = sk.DataLoader(sk.range(0, 8), batch_size=2, collate_fn=sorted)
     assert_type(as_list, sk.DataLoader[list[Any]])
     wrong: sk.DataLoader[int] = sk.DataLoader(

@@ -20,6 +20,7 @@ import numpy as np
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
 from .._exec.gather import SPLIT_BYTES, SplitGather
+from .._stats import transform_time
 from .collate import default_collate
 from .pad import column_collate
 from .pool import BufferPool
@@ -34,6 +35,7 @@ class BuildCounters:
 
     fetch_seconds: float = 0.0
     collate_seconds: float = 0.0
+    transform_seconds: float = 0.0  # the part of fetch_seconds spent in map functions
     skipped: list[tuple[int, str]] = field(default_factory=list)
     errors: list[BaseException] = field(default_factory=list)  # with ``keep_errors``
 
@@ -190,13 +192,14 @@ class BatchBuilder:
 
     def records(self, ctx: Context, indices: np.ndarray, where: str) -> list[Any | Skip]:
         """The records at ``indices``; SKIP for filtered (or, under "skip", failing) ones."""
-        start = time.perf_counter()
+        start, transform = time.perf_counter(), transform_time()
         try:
             return self._dataset._fetch(indices, ctx)
         except Exception as batch_exc:
             return self._one_by_one(ctx, indices, where, batch_exc)
         finally:
             self.counters.fetch_seconds += time.perf_counter() - start
+            self.counters.transform_seconds += transform_time() - transform
 
     def _one_by_one(
         self, ctx: Context, indices: np.ndarray, where: str, batch_exc: Exception

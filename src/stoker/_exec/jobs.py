@@ -23,6 +23,7 @@ from .._batching.builder import BatchBuilder, add_batch_index, add_location
 from .._batching.pool import BufferPool
 from .._context import SKIP, Context
 from .._dataset import Dataset, IterDataset, StreamCursor
+from .._stats import transform_time
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 
 __all__ = ["EMPTY", "Done", "Job", "Runtime", "Tally", "WorkerSpec"]
@@ -83,6 +84,14 @@ class Done:
     skipped: list[tuple[int, str, BaseException]] = field(default_factory=list)
     states: list[dict[str, Any]] | None = None  # stream jobs: the part's state after each item
     count: int = 0  # stream jobs: records read
+    # For the stats: time in map functions (part of fetch), the worker's whole time on
+    # the job (wall and CPU), and, set by the parent for process workers, the time to
+    # receive the batch and the bytes that crossed (pipe and shared memory).
+    transform_seconds: float = 0.0
+    work_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    transfer_seconds: float = 0.0
+    nbytes: int = 0
 
 
 class Tally:
@@ -97,12 +106,22 @@ class Tally:
         self.max_errors = max_errors
         self.fetch_seconds = 0.0
         self.collate_seconds = 0.0
+        self.transform_seconds = 0.0
+        self.work_seconds = 0.0
+        self.cpu_seconds = 0.0
+        self.transfer_seconds = 0.0
+        self.nbytes = 0
         self.skipped: list[tuple[int, str]] = []
 
     def count(self, done: Done) -> None:
         """Add a worker's timings and skipped records."""
         self.fetch_seconds += done.fetch_seconds
         self.collate_seconds += done.collate_seconds
+        self.transform_seconds += done.transform_seconds
+        self.work_seconds += done.work_seconds
+        self.cpu_seconds += done.cpu_seconds
+        self.transfer_seconds += done.transfer_seconds
+        self.nbytes += done.nbytes
         for index, summary, exc in done.skipped:
             if len(self.skipped) >= self.max_errors:
                 exc.add_note(
@@ -180,6 +199,14 @@ class Runtime:
 
     def run(self, job: Job) -> Done:
         """Do ``job``; exceptions propagate with the sample and batch located."""
+        start, cpu, transform = time.perf_counter(), time.thread_time(), transform_time()
+        done = self._run(job)
+        done.work_seconds = time.perf_counter() - start
+        done.cpu_seconds = time.thread_time() - cpu
+        done.transform_seconds = transform_time() - transform
+        return done
+
+    def _run(self, job: Job) -> Done:
         counters = self.builder.counters
         fetch, collate = counters.fetch_seconds, counters.collate_seconds
         skipped = len(counters.errors)

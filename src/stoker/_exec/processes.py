@@ -134,6 +134,11 @@ class ProcessExecutor(QueuedExecutor):
         _live.add(self)
 
     @property
+    def restarts(self) -> int:
+        """Workers replaced so far under ``restart_workers=True``."""
+        return self._max_restarts - self._restarts_left
+
+    @property
     def pids(self) -> list[int]:
         """The process ids of the workers."""
         return [w.pid for w in self._workers]
@@ -201,8 +206,10 @@ class ProcessExecutor(QueuedExecutor):
 
     def _receive(self, worker: _Worker) -> bool:
         """Handle one message from ``worker``; False when its pipe is closed."""
+        start = time.perf_counter()
         try:
-            message = pickle.loads(worker.conn.recv_bytes())
+            raw = worker.conn.recv_bytes()
+            message = pickle.loads(raw)
         except (EOFError, OSError):
             return False
         tag = message[0]
@@ -237,6 +244,8 @@ class ProcessExecutor(QueuedExecutor):
                     return True
             elif layout is not None and slot is not None:
                 done.value = self._ring.view(slot, layout)
+            done.transfer_seconds += time.perf_counter() - start  # for the stats
+            done.nbytes = len(raw) + (nbytes if layout is not None else 0)
             future.set_result(done)
         else:
             future.set_exception(self._rebuild(message[2], worker, job))

@@ -17,6 +17,7 @@ import os
 import pickle
 import signal
 import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -117,7 +118,9 @@ def worker_main(
         if job.kind == "build" and done.value is not EMPTY:
             # A batch without a slot gets its own segment only while the parent cannot
             # know the size (no slot yet); at the ring's cap it is sent by copy.
+            start = time.perf_counter()
             layout, nbytes, own = writer.export(done.value, own=not slot_known)
+            done.transfer_seconds = time.perf_counter() - start  # the parent adds its part
             if layout is not None:
                 done.value = None
         done.skipped = [(i, s, _portable(e)) for i, s, e in done.skipped]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -10,6 +11,7 @@ import numpy as np
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset, UnaryNode
 from .._rng import reused_record_rng
+from .._stats import add_transform_time
 
 __all__ = ["MapDataset", "require_callable"]
 
@@ -50,6 +52,13 @@ class MapDataset(UnaryNode[U]):
 
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[U | Skip]:
         records = self._parent._fetch(indices, ctx.child(0))
+        start = time.perf_counter()  # the stats tell map time from source reads
+        try:
+            return self._apply(records, indices, ctx)
+        finally:
+            add_transform_time(time.perf_counter() - start)
+
+    def _apply(self, records: list[Any], indices: np.ndarray, ctx: Context) -> list[U | Skip]:
         fn = self._fn
         if self._seeded:
             seed, epoch, path = ctx.seed, ctx.epoch, ctx.path

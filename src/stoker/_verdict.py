@@ -1,0 +1,254 @@
+"""The verdict of ``it.stats()``: what limits a loader, which stage, and what to change.
+
+A pure function of the counters in a :class:`~stoker.LoaderStats`, so that it can be
+checked on made-up numbers as well as on real loaders. The rules, in order:
+
+* **compute-bound** when the training loop waited for data at most 20 % of the time
+  (after its first batch: starting workers and filling the window happen once);
+* **input-bound** otherwise, and then:
+
+  1. thread workers whose CPU work kept about one core busy, never more: the GIL
+     runs them one at a time (processes would run side by side);
+  2. workers that delivered no faster than the same work would run inline (the work
+     measured in the workers plus the loop's own time): the hand-off costs more than
+     the work, so fewer workers, ``num_workers=0`` or bigger batches;
+  3. busy workers (utilisation of 70 % or more): more workers while cores are free,
+     else a cheaper version of the dominant stage;
+  4. idle workers while the loop waited: a window too small for the workers (a bigger
+     ``prefetch``), or the main process receiving batches;
+  5. no workers: workers, when a batch costs enough to pay for a hand-off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ._stats import LoaderStats
+
+__all__ = ["INPUT_BOUND_SHARE", "Verdict", "diagnose"]
+
+INPUT_BOUND_SHARE = 0.2
+"""The share of the time the loop waited for data above which the input limits it."""
+
+_BUSY = 0.7  # worker utilisation above which the workers are the limit
+_CPU_WORK = 0.5  # CPU time / wall time of jobs above which they are CPU work
+_NOT_FASTER = 0.9  # delivered in at least this share of the inline estimate: no gain
+_WORTH_A_HANDOFF = 200e-6  # seconds of work per batch below which workers cannot pay
+
+Kind = Literal["input-bound", "compute-bound", "unknown"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What limits a loader: ``kind``, the dominant ``stage`` and the ``advice``.
+
+    ``kind`` is "input-bound" (the loop waits for data), "compute-bound" (batches
+    were ready) or "unknown" (no batch yet). ``stage`` is "read", "transforms",
+    "collate", "hand-off" or "training step". ``line`` is the one-line summary
+    (``stats.bottleneck``).
+
+    Example:
+        >>> import stoker as sk
+        >>> stats = sk.LoaderStats(batches=100, samples=3200, wait_seconds=0.1,
+        ...     produce_seconds=0.2, fetch_seconds=0.15, collate_seconds=0.05,
+        ...     elapsed_seconds=2.0, worker_mode="inline", prefetch="caller thread")
+        >>> stats.verdict.kind, stats.verdict.stage
+        ('compute-bound', 'training step')
+    """
+
+    kind: Kind
+    stage: str
+    reason: str
+    advice: tuple[str, ...]
+
+    @property
+    def line(self) -> str:
+        """The verdict in one line."""
+        if self.kind == "unknown":
+            return self.reason
+        head = f"{self.kind}: {self.reason}"
+        return f"{head}; {self.advice[0]}" if self.advice else head
+
+
+def diagnose(s: LoaderStats) -> Verdict:
+    """The verdict for the counters in ``s`` (see the module docstring for the rules)."""
+    if s.batches == 0 or s.elapsed_seconds <= 0:
+        return Verdict("unknown", "", "no batches yet", ())
+    elapsed, wait = s.elapsed_seconds, s.wait_seconds
+    if s.batches > 1 and 0 < s.first_batch_seconds < elapsed:
+        # Starting workers and filling the window happen once: judge the steady state.
+        elapsed -= s.first_batch_seconds
+        wait = max(0.0, wait - s.first_batch_seconds)
+    share = wait / elapsed
+    stage = dominant_stage(s)
+    if share <= INPUT_BOUND_SHARE:
+        return _compute_bound(s, share)
+    waited = f"the loop waited for data {share:.0%} of the time"
+    if s.num_workers == 0:
+        return _inline(s, waited, stage)
+    return _with_workers(s, waited, stage, elapsed, wait)
+
+
+def dominant_stage(s: LoaderStats) -> str:
+    """The stage that took the most time, on the loop's clock (worker time is shared
+    by the workers; the hand-off counts whole, as the main process does its part)."""
+    share = max(1, s.num_workers)
+    stages = {
+        "read": max(0.0, s.fetch_seconds - s.transform_seconds) / share,
+        "transforms": s.transform_seconds / share,
+        "collate": s.collate_seconds / share,
+        "hand-off": s.transfer_seconds,
+    }
+    return max(stages, key=lambda k: stages[k])
+
+
+def _cpu_work(s: LoaderStats) -> bool:
+    """The workers' jobs were CPU work (not waiting for I/O)."""
+    return s.work_seconds > 0 and s.cpu_seconds >= _CPU_WORK * s.work_seconds
+
+
+def _compute_bound(s: LoaderStats, share: float) -> Verdict:
+    reason = f"batches were ready; the loop waited for data {share:.0%} of the time"
+    advice: list[str] = []
+    if s.num_workers > 1 and s.worker_utilisation < 0.3:
+        advice.append(
+            f"the workers were busy {s.worker_utilisation:.0%} of the time: fewer workers "
+            "would free cores and memory"
+        )
+    elif s.num_workers and share > 0.05 and s.worker_utilisation < _BUSY:
+        advice.append("a bigger prefetch would hide the remaining waits")
+    else:
+        advice.append("nothing to change in the loader")
+    return Verdict("compute-bound", "training step", reason, tuple(advice))
+
+
+def _inline(s: LoaderStats, waited: str, stage: str) -> Verdict:
+    per_batch = (s.fetch_seconds + s.collate_seconds) / s.batches
+    reason = f"{waited}, mostly {_stage_words(stage)} ({_ms(per_batch)} a batch, no workers)"
+    if per_batch < _WORTH_A_HANDOFF:
+        return Verdict(
+            "input-bound",
+            stage,
+            reason,
+            (
+                "a batch costs too little for workers to pay for their hand-off: keep "
+                "num_workers=0; bigger batches cut the per-batch cost",
+            ),
+        )
+    cores = max(2, s.cpu_count - 1)
+    if stage == "read":
+        advice = f"more workers: num_workers={cores} (threads suit reads that wait for I/O)"
+    else:
+        advice = (
+            f"more workers: num_workers={cores} (worker_mode='process' for Python work, "
+            "'thread' for NumPy or decoders that release the GIL)"
+        )
+    return Verdict("input-bound", stage, reason, (advice, _cheaper(stage)))
+
+
+def _with_workers(s: LoaderStats, waited: str, stage: str, elapsed: float, wait: float) -> Verdict:
+    n, util = s.num_workers, s.worker_utilisation
+    consumer = max(0.0, elapsed - wait)
+    build = s.fetch_seconds + s.collate_seconds
+    inline_work = min(build, s.cpu_seconds) if _cpu_work(s) else build
+    # 1. threads serialised by the GIL
+    if (
+        s.worker_mode == "thread"
+        and n > 1
+        and _cpu_work(s)
+        and 0.5 * elapsed <= s.cpu_seconds <= 1.2 * elapsed
+    ):
+        reason = (
+            f"{waited}; {n} thread workers used {s.cpu_seconds / elapsed:.1f} "
+            f"cores between them: the GIL runs them one at a time (mostly "
+            f"{_stage_words(stage)})"
+        )
+        return Verdict(
+            "input-bound",
+            stage,
+            reason,
+            (
+                "worker_mode='process' (Python work runs in parallel in processes); "
+                "num_workers=0 would do as well as these threads",
+                _cheaper(stage),
+            ),
+        )
+    # 2. the workers deliver no faster than the work would run inline
+    if elapsed >= _NOT_FASTER * (inline_work + consumer):
+        per_batch = inline_work / s.batches
+        delivered = elapsed / s.batches
+        reason = (
+            f"{waited}; the hand-off costs more than the work: {_ms(per_batch)} of work a "
+            f"batch, delivered every {_ms(delivered)} by {n} {s.worker_mode} workers"
+        )
+        return Verdict(
+            "input-bound",
+            "hand-off",
+            reason,
+            (
+                "use fewer workers: num_workers=0 (inline) would be at least as fast, or "
+                "make each job bigger (bigger batches) so the work outweighs the hand-off",
+            ),
+        )
+    # 3. the workers are the limit
+    if util >= _BUSY:
+        reason = (
+            f"{waited}; the {n} workers were busy {util:.0%} of the time, mostly "
+            f"{_stage_words(stage)}"
+        )
+        cpu_bound = _cpu_work(s)
+        advice: tuple[str, ...]
+        if cpu_bound and n >= s.cpu_count:
+            advice = (
+                f"every core is in use ({s.cpu_count} cores, {n} workers): {_cheaper(stage)}",
+            )
+        else:
+            more = n * 2 if not cpu_bound else min(s.cpu_count, n * 2)
+            advice = (f"more workers would help: num_workers={more}", _cheaper(stage))
+        return Verdict("input-bound", stage, reason, advice)
+    # 4. idle workers while the loop waited
+    reason = (
+        f"{waited}, yet the {n} workers were busy only {util:.0%} of the time; "
+        f"most time went to {_stage_words(stage)}"
+    )
+    if s.depth and s.depth <= n:
+        advice_w = (
+            f"a bigger prefetch: prefetch={2 * n} keeps every worker fed "
+            f"(now {s.depth} batches in flight)"
+        )
+    elif stage == "hand-off":
+        advice_w = (
+            "the main process spends its time receiving batches: bigger batches, or "
+            "worker_mode='thread' when the work releases the GIL"
+        )
+    else:
+        advice_w = f"a bigger prefetch (now {s.depth} batches in flight) or ordered=False"
+    return Verdict("input-bound", stage, reason, (advice_w,))
+
+
+def _stage_words(stage: str) -> str:
+    return {
+        "read": "reading records from the source",
+        "transforms": "the map functions (decode, augment)",
+        "collate": "collating records into batches",
+        "hand-off": "handing batches to the main process",
+    }.get(stage, stage)
+
+
+def _cheaper(stage: str) -> str:
+    return {
+        "read": "a faster source (local copies, bigger reads, __getitems__ for whole batches)",
+        "transforms": "a cheaper decode or per-record function (smaller images, NumPy over Python)",
+        "collate": "a cheaper collate (arrays of one shape collate into planned buffers)",
+        "hand-off": "bigger batches (fewer, larger hand-offs)",
+    }.get(stage, "a cheaper pipeline")
+
+
+def _ms(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"

@@ -1,0 +1,363 @@
+"""``it.stats()``: the counters, the report and the verdict.
+
+The verdict is checked twice: on made-up counters (each rule on its own) and on real
+loaders built to be input-bound, compute-bound, or slowed down by their workers.
+Sleeps make a pipeline slow; no test asserts a speed, only the verdict's category.
+"""
+
+import json
+import os
+import time
+
+import pytest
+
+import stoker as sk
+
+
+def _stats(**counters):
+    base = {
+        "batches": 1000,
+        "samples": 64_000,
+        "wait_seconds": 0.0,
+        "produce_seconds": 0.0,
+        "fetch_seconds": 0.0,
+        "collate_seconds": 0.0,
+        "elapsed_seconds": 10.0,
+        "worker_mode": "inline",
+        "prefetch": "caller thread",
+        "cpu_count": 8,
+    }
+    return sk.LoaderStats(**{**base, **counters})
+
+
+def _text(stats):
+    return (str(stats) + "\n" + stats.bottleneck).lower()
+
+
+# -- the verdict on made-up counters ---------------------------------------------------
+
+
+def test_no_batches_has_no_verdict():
+    stats = _stats(batches=0, samples=0)
+    assert stats.verdict.kind == "unknown"
+    assert stats.bottleneck == "no batches yet"
+
+
+def test_a_loop_that_rarely_waits_is_compute_bound():
+    stats = _stats(wait_seconds=0.5, fetch_seconds=0.4, collate_seconds=0.1)
+    assert stats.verdict.kind == "compute-bound"
+    assert stats.verdict.stage == "training step"
+    assert stats.bottleneck.startswith("compute-bound")
+
+
+def test_compute_bound_with_idle_workers_says_fewer_workers():
+    stats = _stats(
+        wait_seconds=0.1,
+        num_workers=8,
+        worker_mode="process",
+        worker_utilisation=0.05,
+        fetch_seconds=4.0,
+        work_seconds=4.0,
+        cpu_seconds=4.0,
+    )
+    assert stats.verdict.kind == "compute-bound"
+    assert "fewer workers" in stats.verdict.advice[0]
+
+
+def test_tiny_records_with_process_workers_say_fewer_workers():
+    # The issue's case: 2 process workers deliver 7x slower than the work would run
+    # inline; the workers spend 10 % of their time on jobs.
+    stats = _stats(
+        samples=1_900_000,
+        batches=7_422,
+        elapsed_seconds=1.0,
+        wait_seconds=0.97,
+        fetch_seconds=0.10,
+        collate_seconds=0.04,
+        transfer_seconds=0.35,
+        work_seconds=0.2,
+        cpu_seconds=0.18,
+        num_workers=2,
+        worker_mode="process",
+        worker_utilisation=0.1,
+        depth=4,
+    )
+    verdict = stats.verdict
+    assert verdict.kind == "input-bound"
+    assert verdict.stage == "hand-off"
+    assert "num_workers=0" in verdict.advice[0]
+    assert "bigger batches" in verdict.advice[0]
+    assert "more workers" not in _text(stats)
+
+
+def test_workers_that_made_loading_slower_never_ask_for_more():
+    # Inline this pipeline takes 6 s of work; with 2 workers it took 12 s.
+    stats = _stats(
+        elapsed_seconds=12.0,
+        wait_seconds=11.0,
+        fetch_seconds=5.0,
+        transform_seconds=4.0,
+        collate_seconds=1.0,
+        work_seconds=12.0,
+        cpu_seconds=5.5,
+        num_workers=2,
+        worker_mode="process",
+        worker_utilisation=0.5,
+        depth=4,
+    )
+    assert stats.verdict.kind == "input-bound"
+    assert "num_workers=0" in stats.verdict.advice[0]
+    assert "more workers" not in _text(stats)
+
+
+def test_busy_workers_with_free_cores_ask_for_more_workers():
+    stats = _stats(
+        wait_seconds=8.0,
+        fetch_seconds=38.0,
+        transform_seconds=30.0,
+        collate_seconds=1.0,
+        work_seconds=39.0,
+        cpu_seconds=38.0,
+        num_workers=4,
+        worker_mode="process",
+        worker_utilisation=0.97,
+        depth=8,
+        cpu_count=16,
+    )
+    verdict = stats.verdict
+    assert (verdict.kind, verdict.stage) == ("input-bound", "transforms")
+    assert "more workers" in verdict.advice[0]
+    assert "cheaper decode" in verdict.advice[1]
+
+
+def test_busy_workers_on_every_core_ask_for_a_cheaper_decode_not_more_workers():
+    stats = _stats(
+        wait_seconds=8.0,
+        fetch_seconds=38.0,
+        transform_seconds=30.0,
+        collate_seconds=1.0,
+        work_seconds=39.0,
+        cpu_seconds=38.0,
+        num_workers=4,
+        worker_mode="process",
+        worker_utilisation=0.97,
+        depth=8,
+        cpu_count=4,
+    )
+    assert stats.verdict.stage == "transforms"
+    assert "cheaper decode" in stats.verdict.advice[0]
+    assert "more workers" not in _text(stats)
+
+
+def test_thread_workers_held_by_the_gil_are_told_to_use_processes():
+    stats = _stats(
+        wait_seconds=9.5,
+        fetch_seconds=9.0,
+        transform_seconds=8.5,
+        collate_seconds=0.2,
+        work_seconds=12.0,
+        cpu_seconds=9.0,
+        num_workers=4,
+        worker_mode="thread",
+        worker_utilisation=0.3,
+        depth=8,
+    )
+    assert stats.verdict.kind == "input-bound"
+    assert "worker_mode='process'" in stats.verdict.advice[0]
+    assert "more workers" not in _text(stats)
+
+
+def test_starved_workers_with_a_small_window_ask_for_a_bigger_prefetch():
+    stats = _stats(
+        wait_seconds=6.0,
+        fetch_seconds=8.0,
+        collate_seconds=1.0,
+        work_seconds=9.0,
+        cpu_seconds=1.0,  # waiting for I/O
+        num_workers=4,
+        worker_mode="thread",
+        worker_utilisation=0.25,
+        depth=2,
+    )
+    assert stats.verdict.kind == "input-bound"
+    assert "prefetch=8" in stats.verdict.advice[0]
+
+
+def test_slow_reads_inline_ask_for_thread_workers():
+    stats = _stats(wait_seconds=9.0, fetch_seconds=9.0, collate_seconds=0.1)
+    verdict = stats.verdict
+    assert (verdict.kind, verdict.stage) == ("input-bound", "read")
+    assert "num_workers=7" in verdict.advice[0]
+    assert "threads" in verdict.advice[0]
+
+
+def test_cheap_batches_inline_keep_no_workers():
+    stats = _stats(wait_seconds=9.0, fetch_seconds=0.02, collate_seconds=0.01)
+    assert stats.verdict.kind == "input-bound"
+    assert "keep num_workers=0" in stats.verdict.advice[0]
+    assert "more workers" not in _text(stats)
+
+
+# -- the report and the dict -----------------------------------------------------------
+
+
+def test_report_is_short_and_names_every_measure():
+    stats = _stats(
+        wait_seconds=9.0,
+        fetch_seconds=5.0,
+        transform_seconds=3.0,
+        collate_seconds=1.0,
+        skipped=[(7, "ValueError: bad record")],
+        watchdog="no batch for 60 s: batch 3 of epoch 0 in flight\n  stacks...",
+    )
+    text = str(stats)
+    lines = text.splitlines()
+    assert 8 <= len(lines) <= 12
+    assert lines[0].startswith("stoker: 1,000 batches, 64,000 samples in 10.00 s")
+    assert "6.4 k samples/s" in lines[0]
+    assert "100.0 batches/s" in lines[0]
+    for word in ("workers", "waiting", "stages", "moved", "problems", "verdict", "advice"):
+        assert any(line.split()[0] == word for line in lines[1:]), word
+    assert "read 2.00 s · transforms 3.00 s · collate 1.00 s" in text
+    assert "sample 7" in text
+    assert "batch 3 of epoch 0" in text
+
+
+def test_as_dict_is_json():
+    stats = _stats(wait_seconds=9.0, fetch_seconds=9.0, skipped=[(3, "KeyError: 3")])
+    data = json.loads(json.dumps(stats.as_dict()))
+    assert data["batches"] == 1000
+    assert data["samples_per_second"] == pytest.approx(6400.0)
+    assert data["batches_per_second"] == pytest.approx(100.0)
+    assert data["read_seconds"] == pytest.approx(9.0)
+    assert data["skipped"] == [[3, "KeyError: 3"]]
+    assert data["verdict"]["kind"] == "input-bound"
+    assert data["bottleneck"] == stats.bottleneck
+
+
+# -- the verdict on real loaders -------------------------------------------------------
+
+
+def _slow_map(x):
+    time.sleep(0.004)
+    return x
+
+
+def _spin(x):
+    total = 0
+    for i in range(20_000):
+        total += i
+    return x + (total & 0)
+
+
+def test_slow_map_and_fast_loop_is_input_bound_on_the_map():
+    loader = sk.DataLoader(sk.range(0, 96).map(_slow_map), batch_size=8)
+    it = iter(loader)
+    for _ in it:
+        pass
+    stats = it.stats()
+    assert (stats.verdict.kind, stats.verdict.stage) == ("input-bound", "transforms")
+    assert stats.transform_seconds > stats.read_seconds
+    assert stats.transform_seconds <= stats.fetch_seconds
+    json.dumps(stats.as_dict())
+
+
+def test_slow_map_with_thread_workers_is_input_bound_on_the_map(no_thread_leak):
+    loader = sk.DataLoader(
+        sk.range(0, 96).map(_slow_map), batch_size=4, num_workers=2, worker_mode="thread"
+    )
+    with loader.iter() as it:
+        for _ in it:
+            pass
+        stats = it.stats()
+    assert (stats.verdict.kind, stats.verdict.stage) == ("input-bound", "transforms")
+    assert stats.worker_utilisation > 0
+    assert stats.queue_seconds >= 0
+
+
+def test_fast_data_and_slow_loop_is_compute_bound():
+    loader = sk.DataLoader(sk.range(0, 64), batch_size=8)
+    it = iter(loader)
+    for _ in it:
+        time.sleep(0.01)  # the training step
+    assert it.stats().verdict.kind == "compute-bound"
+
+
+@pytest.mark.usefixtures("_workers_warm")
+def test_fast_data_and_slow_loop_with_process_workers_is_compute_bound():
+    loader = sk.DataLoader(sk.range(0, 128), batch_size=4, num_workers=2, worker_mode="process")
+    with loader:
+        it = iter(loader)
+        for _ in it:
+            time.sleep(0.01)
+        stats = it.stats()
+    assert stats.verdict.kind == "compute-bound"
+    assert stats.idle_seconds > 0  # the workers had batches ready and waited for the loop
+    assert stats.bytes_moved > 0
+    assert "more workers" not in _text(stats)
+
+
+@pytest.mark.usefixtures("_workers_warm")
+def test_tiny_records_with_two_process_workers_say_workers_hurt():
+    data = list(range(60_000))
+    loader = sk.DataLoader(
+        sk.from_sequence(data), batch_size=32, num_workers=2, worker_mode="process"
+    )
+    with loader:
+        it = iter(loader)
+        for _ in it:
+            pass
+        stats = it.stats()
+    verdict = stats.verdict
+    assert (verdict.kind, verdict.stage) == ("input-bound", "hand-off"), str(stats)
+    assert "num_workers=0" in verdict.advice[0]
+    assert "more workers" not in _text(stats)
+    assert stats.transfer_seconds > 0
+    assert stats.bytes_moved > 0
+
+
+def test_tiny_records_inline_keep_no_workers():
+    it = iter(sk.DataLoader(sk.from_sequence(list(range(60_000))), batch_size=32))
+    for _ in it:
+        pass
+    stats = it.stats()
+    assert "more workers" not in _text(stats)
+    assert "num_workers=0" in stats.verdict.advice[0]
+
+
+def test_python_work_on_thread_workers_never_asks_for_more_workers(no_thread_leak):
+    loader = sk.DataLoader(
+        sk.range(0, 48).map(_spin), batch_size=4, num_workers=2, worker_mode="thread"
+    )
+    with loader.iter() as it:
+        for _ in it:
+            pass
+        stats = it.stats()
+    assert stats.verdict.kind == "input-bound"
+    assert stats.cpu_seconds > 0
+    assert "more workers" not in _text(stats), str(stats)
+
+
+def _dies_once(marker):
+    def fn(x):
+        if x == 9 and not os.path.exists(marker):
+            with open(marker, "w"):
+                pass
+            os._exit(3)
+        return x
+
+    return fn
+
+
+@pytest.mark.usefixtures("_workers_warm")
+def test_restarts_are_counted(tmp_path):
+    ds = sk.range(0, 24).map(_dies_once(str(tmp_path / "died")))
+    loader = sk.DataLoader(
+        ds, batch_size=4, num_workers=2, worker_mode="process", restart_workers=True
+    )
+    with loader:
+        it = iter(loader)
+        assert [x for b in it for x in b.tolist()] == list(range(24))
+        stats = it.stats()
+    assert stats.restarts == 1
+    assert "restarts 1" in str(stats)
