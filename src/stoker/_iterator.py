@@ -285,6 +285,7 @@ class LoaderIterator(Generic[B]):
                 wait=wait, elapsed=elapsed, fetch=fetch, collate=collate, batches=self._batches
             ),
             watchdog=self._watchdog.findings if self._watchdog is not None else None,
+            mixture=self._loader._dataset._mixture_report(self._box.state),
         )
 
     def close(self) -> None:

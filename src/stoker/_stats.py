@@ -4,7 +4,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LoaderStats", "bottleneck_verdict"]
+__all__ = ["LoaderStats", "SourceShare", "bottleneck_verdict"]
+
+
+@dataclass(frozen=True)
+class SourceShare:
+    """One source of a mixture (``sk.mix``) in ``it.stats().mixture``.
+
+    Attributes:
+        name: the source's name (its position as a string for a list of sources).
+        weight: the share asked for, in force at the iterator's position (normalised).
+        share: the share of the records drawn so far in this epoch that came from it.
+        records: the records drawn from it so far in this epoch.
+
+    Example:
+        >>> SourceShare(name="web", weight=0.7, share=0.69, records=690).records
+        690
+    """
+
+    name: str
+    weight: float
+    share: float
+    records: int
 
 
 @dataclass(frozen=True)
@@ -33,6 +54,8 @@ class LoaderStats:
         watchdog: what the watchdog found when ``next()`` waited ``watchdog`` seconds
             without a batch: the batches and samples in flight and the stacks of the
             workers reading them (None while it has not fired).
+        mixture: for a dataset built with ``sk.mix``, the realised share of each
+            source so far in this epoch next to the weight asked for (None otherwise).
 
     Example:
         >>> import stoker as sk
@@ -58,6 +81,7 @@ class LoaderStats:
     worker_utilisation: float = 0.0
     bottleneck: str = ""
     watchdog: str | None = None
+    mixture: list[SourceShare] | None = None
 
 
 def bottleneck_verdict(
