@@ -20,6 +20,7 @@ an epoch takes and which of its records:
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -108,13 +109,13 @@ class MixSampler(Sampler):
         return self._length
 
     def _params(self) -> dict[str, Any]:
-        return {
-            **super()._params(),
-            "seed": self._seed,
-            "shuffle": self._shuffle,
+        return {  # the mixture first: a state of another mixture is named as such
             "sources": self._mix.names,
             "source_lens": self._lens.tolist(),
             "on_exhausted": self._mix.on_exhausted,
+            **super()._params(),
+            "seed": self._seed,
+            "shuffle": self._shuffle,
         }
 
     def _check_state(self, state: object) -> Mapping[str, Any]:
@@ -175,7 +176,8 @@ class MixCursor(SamplerCursor):
         self._ended = False
         self._perms: dict[tuple[int, int], IndexArray] = {}
         self._base = epoch * len(sampler)  # records before this epoch, for schedules
-        weights, self._seen = mix._control.read()
+        self._lock = threading.Lock()  # set_weights (any thread) against take (the planner)
+        weights = mix._control.read()
         if changes is None:
             start = mix._schedule_at(self._base)
             changes = [[0, start if start is not None else weights]]
@@ -184,6 +186,13 @@ class MixCursor(SamplerCursor):
         self._changes: list[Change] = changes
         if position:
             self._advance(position, emit=False)
+        if adopt:
+            mix._control.listen(self)
+
+    def weights_changed(self, weights: list[float]) -> None:
+        """``set_weights``: the change applies from the next position not yet planned."""
+        with self._lock:
+            self._record_change(self._position, list(weights))
 
     @property
     def counts(self) -> list[int]:
@@ -221,10 +230,6 @@ class MixCursor(SamplerCursor):
     def _sync(self, n: int) -> None:
         """Apply the changes due before the next ``n`` records are planned."""
         mix, p = self._sampler.mix, self._position
-        weights, version = mix._control.read()
-        if version != self._seen:
-            self._seen = version
-            self._record_change(p, list(weights))
         schedule = mix._schedule
         if schedule is None:
             return
@@ -250,8 +255,9 @@ class MixCursor(SamplerCursor):
         count = min(count, len(self._sampler) - self._position)
         if count <= 0 or self._ended:
             return empty_indices()
-        self._sync(count)
-        return self._advance(count, emit=True)
+        with self._lock:
+            self._sync(count)
+            return self._advance(count, emit=True)
 
     def _advance(self, n: int, *, emit: bool) -> IndexArray:
         """Draw the next ``n`` positions (fewer when the rule ends the epoch)."""
@@ -264,6 +270,8 @@ class MixCursor(SamplerCursor):
             w = np.array(weights, dtype=np.float64)
             if rule == "drop":  # sources that ran out are left out, the rest renormalised
                 w[self._counts >= lens] = 0.0
+            elif rule == "restart":  # an empty source has nothing to restart
+                w[lens == 0] = 0.0
             if w.sum() <= 0:
                 self._ended = True
                 break

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -77,36 +78,44 @@ def check_weights(weights: Any, names: Sequence[str], what: str) -> list[float]:
 class WeightControl:
     """The weights a user sets while the mixture is read, shared by its cursors.
 
-    Every ``set_weights`` bumps ``version``; a cursor that sees a new version applies
-    the weights from its next planned record on.
+    ``set`` hands the new weights at once to every live cursor of this process
+    (``listen``), which writes the change down at its next position not yet planned:
+    a state saved right after ``set_weights`` already names the change.
     """
 
     def __init__(self, weights: list[float]) -> None:
         self._lock = threading.Lock()
         self.weights = weights
-        self.version = 0
+        self._listeners: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def set(self, weights: list[float]) -> None:
         with self._lock:
             self.weights = weights
-            self.version += 1
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener.weights_changed(weights)
+
+    def listen(self, cursor: Any) -> None:
+        """Tell ``cursor`` (an object with ``weights_changed(w)``) about every change."""
+        with self._lock:
+            self._listeners.add(cursor)
 
     def adopt(self, weights: list[float]) -> None:
         """Take ``weights`` as the current ones without announcing a change (restore)."""
         with self._lock:
             self.weights = weights
 
-    def read(self) -> tuple[list[float], int]:
+    def read(self) -> list[float]:
         with self._lock:
-            return self.weights, self.version
+            return self.weights
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"weights": self.weights, "version": self.version}
+        return {"weights": self.weights}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._lock = threading.Lock()
         self.weights = state["weights"]
-        self.version = state["version"]
+        self._listeners = weakref.WeakSet()
 
 
 class Schedule:

@@ -75,7 +75,7 @@ class _Mixing:
     @property
     def weights(self) -> list[float]:
         """The weights (normalised) most recently set or scheduled."""
-        return list(self._control.read()[0])
+        return list(self._control.read())
 
     def set_weights(self, weights: Sequence[float] | Mapping[str, float]) -> None:
         """Change the mixture from the next batch the loader has not planned yet.
@@ -134,9 +134,6 @@ class MixDataset(_Mixing, DatasetNode[T]):
     ) -> None:
         self._parts: list[Dataset[Any]] = check_parts(datasets, "mix")
         self.lengths = [len(ds) for ds in self._parts]
-        empty = [names[k] for k, n in enumerate(self.lengths) if n == 0]
-        if empty:
-            raise ConfigError(f"mix() sources {empty} are empty: leave them out of the mix")
         self._init_mixing(names, weights, schedule, on_exhausted)
         self._num_samples = (
             None if num_samples is None else check_int(num_samples, "num_samples", minimum=1)

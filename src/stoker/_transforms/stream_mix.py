@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -138,7 +139,8 @@ class _MixedCursor(Cursor[T]):
         self._states: list[State | None] = list(parents) if parents is not None else [None] * count
         self._cursors: list[StreamCursor[T] | None] = [None] * count
         self._fresh = [False] * count  # opened anew by a restart and not read since
-        weights, self._seen = node._control.read()
+        self._lock = threading.Lock()  # set_weights (any thread) against reading
+        weights = node._control.read()
         if mixer is None:
             self._emitted = 0
             self._counts = [0] * count
@@ -150,6 +152,12 @@ class _MixedCursor(Cursor[T]):
             self._load(mixer, count)
         self._cdf: list[float] = []
         self._cdf_key: tuple[Any, ...] = ()
+        node._control.listen(self)
+
+    def weights_changed(self, weights: list[float]) -> None:
+        """``set_weights``: the change applies from the next record not yet read."""
+        with self._lock:
+            self._record(self._emitted, list(weights))
 
     def _load(self, mixer: Any, count: int) -> None:
         node = self._node
@@ -180,10 +188,6 @@ class _MixedCursor(Cursor[T]):
 
     def _sync(self) -> None:
         node, n = self._node, self._emitted
-        weights, version = node._control.read()
-        if version != self._seen:
-            self._seen = version
-            self._record(n, list(weights))
         if node._schedule is not None:
             w = node._schedule.at(n)
             if w is not None and w != self._weights(n):
@@ -236,6 +240,10 @@ class _MixedCursor(Cursor[T]):
         return cursor
 
     def __next__(self) -> T:
+        with self._lock:
+            return self._next()
+
+    def _next(self) -> T:
         self._sync()
         rule = self._node.on_exhausted
         while True:
