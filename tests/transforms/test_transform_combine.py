@@ -1,4 +1,3 @@
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -123,5 +122,3 @@ def test_zip_skips_when_any_part_skips():
     assert ds._fetch(np.arange(4), CTX) == [(0, 0), SKIP, SKIP, (3, 3)]
     arrays = sk.zip(sk.from_arrays(np.zeros((2, 3))), sk.range(2).filter(lambda x: x > 0))
     assert arrays._fetch(np.arange(2), CTX)[0] is SKIP
-
-

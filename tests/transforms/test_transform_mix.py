@@ -53,7 +53,8 @@ def test_stop_ends_before_the_first_source_runs_out_and_reads_no_record_twice():
     ds = sk.mix(sources((100, 1000)), weights=[1, 1])
     records = flat(sk.DataLoader(ds, batch_size=8))
     src = source_of(records)
-    assert (src == 0).sum() == 100 and len(records) <= 201
+    assert (src == 0).sum() == 100
+    assert len(records) <= 201
     assert len(set(records)) == len(records)
     assert len(sk.DataLoader(ds, batch_size=8)) == math.ceil(len(records) / 8)
 
@@ -191,7 +192,7 @@ def test_host_count_change_resumes_exactly(hosts):
         m = sk.mix(sources(), weights=[1, 1, 1])
         loader = sk.DataLoader(m, batch_size=b, shuffle=True, seed=9, shard=sk.Shard(h, hosts))
         per_host.append(run(loader, state))
-    joined = [sum(step, []) for step in zip(*per_host, strict=True)]
+    joined = [[x for part in step for x in part] for step in zip(*per_host, strict=True)]
     cut = [g[: len(g) // hosts * hosts] for g in rest]  # a remainder that does not split
     assert joined == [g for g in cut if g]
     # and back: a state taken on the hosts resumes on one host
@@ -214,7 +215,8 @@ def test_stats_report_the_realised_share_next_to_the_weights():
         next(it)
     report = it.stats().mixture
     assert [s.name for s in report] == ["web", "code"]
-    assert abs(report[0].records - 160) <= 1 and sum(s.records for s in report) == 200
+    assert abs(report[0].records - 160) <= 1
+    assert sum(s.records for s in report) == 200
     assert [s.weight for s in report] == pytest.approx([0.8, 0.2])
     assert report[0].share == pytest.approx(0.8, abs=0.01)
     assert iter(sk.DataLoader(sk.range(4), batch_size=2)).stats().mixture is None
