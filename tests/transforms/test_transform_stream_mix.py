@@ -199,7 +199,7 @@ def test_a_state_of_another_mixture_is_refused():
 def test_bad_arguments():
     with pytest.raises(sk.ConfigError, match="num_samples"):
         sk.mix(streams(), num_samples=10)
-    with pytest.raises(sk.ConfigError, match="2=-1.0"):
+    with pytest.raises(sk.ConfigError, match=r"2=-1\.0"):
         sk.mix(streams(), weights=[1, 1, -1])
     with pytest.raises(sk.ConfigError, match="increasing"):
         sk.mix(streams(), schedule=[(0, [1, 1, 1]), (5, [1, 0, 0]), (5, [0, 1, 0])])
