@@ -78,7 +78,8 @@ def test_a_state_saved_after_set_weights_names_the_change_at_the_next_untaken_po
     state = json.loads(json.dumps(cursor.state_dict()))
     assert state["weight_changes"] == [[0, [1.0, 0.0, 0.0]], [30, [0.0, 0.0, 1.0]]]
     rest = cursor.take(100).tolist()
-    assert set(head) == {0} and set(rest) == {2}
+    assert set(head) == {0}
+    assert set(rest) == {2}
     again = sk.WeightedSampler([1.0, 0.0, 0.0], num_samples=100, seed=2)
     assert again.restore(state).take(100).tolist() == rest
 
