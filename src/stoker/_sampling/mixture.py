@@ -19,6 +19,7 @@ an epoch takes and which of its records:
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 from collections.abc import Mapping
@@ -56,16 +57,20 @@ def _cdf(weights: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def draw_sources(
-    weights: NDArray[np.float64], u0: float, start: int, stop: int
+    weights: NDArray[np.float64], u0: float, start: int, stop: int, cdf: Any = None
 ) -> NDArray[np.int64]:
-    """The sources drawn at positions ``[start, stop)`` under ``weights`` (not all zero).
+    """The sources drawn at positions ``[start, stop)`` under ``weights`` (not all zero);
+    ``cdf``: ``_cdf(weights)`` when the caller has it already.
 
     Example:
         >>> draw_sources(np.array([0.5, 0.5]), 0.0, 0, 6).tolist()
         [0, 1, 0, 0, 1, 0]
     """
-    u = (u0 + np.arange(start, stop, dtype=np.float64) * PHI) % 1.0
-    return np.searchsorted(_cdf(weights), u, side="right").astype(np.int64)
+    u = np.arange(start, stop, dtype=np.float64)
+    u *= PHI
+    u += u0
+    np.remainder(u, 1.0, out=u)
+    return np.searchsorted(_cdf(weights) if cdf is None else cdf, u, side="right")
 
 
 class MixSampler(Sampler):
@@ -175,6 +180,7 @@ class MixCursor(SamplerCursor):
         self._counts = np.zeros(k, dtype=np.int64)
         self._ended = False
         self._perms: dict[tuple[int, int], IndexArray] = {}
+        self._cdfs: dict[bytes, NDArray[np.float64]] = {}
         self._base = epoch * len(sampler)  # records before this epoch, for schedules
         self._lock = threading.Lock()  # set_weights (any thread) against take (the planner)
         weights = mix._control.read()
@@ -206,15 +212,10 @@ class MixCursor(SamplerCursor):
 
     def _weights_at(self, position: int) -> tuple[list[float], int | None]:
         """The weights in force at ``position`` and the position of the next change."""
-        following = None
-        current = self._changes[0][1]
-        for at, w in self._changes:
-            if at <= position:
-                current = w
-            else:
-                following = at
-                break
-        return list(current), following
+        changes = self._changes
+        k = bisect.bisect_right(changes, position, key=lambda c: c[0])
+        following = changes[k][0] if k < len(changes) else None
+        return list(changes[max(k - 1, 0)][1]), following
 
     def _record_change(self, position: int, weights: list[float]) -> None:
         changes = self._changes
@@ -276,17 +277,29 @@ class MixCursor(SamplerCursor):
                 self._ended = True
                 break
             stop = end if following is None else min(end, following)
-            src = draw_sources(w, sampler._u0, p, stop)
-            rank = np.empty(src.size, dtype=np.int64)
+            key = w.tobytes()
+            cdf = self._cdfs.get(key)
+            if cdf is None:
+                if len(self._cdfs) > 16:
+                    self._cdfs.clear()
+                cdf = self._cdfs[key] = _cdf(w)
+            src = draw_sources(w, sampler._u0, p, stop, cdf)
+            drawn = np.bincount(src, minlength=lens.size)
             cut = src.size
-            for k in np.unique(src).tolist():
-                where = np.flatnonzero(src == k)
-                rank[where] = self._counts[k] + np.arange(where.size)
-                room = int(lens[k] - self._counts[k])
-                if rule != "restart" and where.size > room:
-                    cut = min(cut, int(where[room]))
-            src, rank = src[:cut], rank[:cut]
-            self._counts += np.bincount(src, minlength=lens.size)
+            if rule != "restart" and (drawn > lens - self._counts).any():
+                for k in np.flatnonzero(drawn > lens - self._counts).tolist():
+                    room = int(lens[k] - self._counts[k])
+                    cut = min(cut, int(np.flatnonzero(src == k)[room]))
+                src = src[:cut]
+                drawn = np.bincount(src, minlength=lens.size)
+            if emit:  # the rank of each draw among its source's records
+                small = src.astype(np.int16) if lens.size < 1 << 15 else src
+                order = np.argsort(small, kind="stable")  # a radix sort for int16
+                first = np.cumsum(drawn) - drawn  # where each source's group starts
+                rank = np.empty(src.size, dtype=np.int64)
+                grouped = src[order]
+                rank[order] = np.arange(src.size) - first[grouped] + self._counts[grouped]
+            self._counts += drawn
             if emit:
                 out.append(self._indices(src, rank))
             p += cut
