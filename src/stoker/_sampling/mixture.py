@@ -64,7 +64,7 @@ def draw_sources(
 
     Example:
         >>> draw_sources(np.array([0.5, 0.5]), 0.0, 0, 6).tolist()
-        [0, 1, 0, 0, 1, 0]
+        [0, 1, 0, 1, 0, 0]
     """
     u = np.arange(start, stop, dtype=np.float64)
     u *= PHI
@@ -83,7 +83,7 @@ class MixSampler(Sampler):
         >>> import stoker as sk
         >>> ds = sk.mix([sk.range(0, 100), sk.range(1000, 1100)], weights=[0.75, 0.25])
         >>> ds.sampler(shuffle=False, seed=0).cursor(0).take(8).tolist()
-        [100, 0, 1, 2, 101, 3, 4, 5]
+        [100, 0, 1, 2, 3, 101, 4, 5]
 
     Errors:
         StateError: ``restore`` with a state of another mixture (other sources,

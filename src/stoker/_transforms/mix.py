@@ -116,7 +116,7 @@ class MixDataset(_Mixing, DatasetNode[T]):
         >>> ds = sk.mix({"a": sk.from_sequence("aaaaaa"), "b": sk.from_sequence("bbb")},
         ...             weights=[2, 1])
         >>> "".join(sk.DataLoader(ds, batch_size=None))
-        'baabaabaa'
+        'baaaabaab'
 
     Errors:
         ConfigError: see :func:`mix`.
