@@ -309,6 +309,12 @@ def test_a_mixture_cannot_be_reordered_by_index_or_given_a_sampler():
         sk.DataLoader(sk.mix(sources()), batch_size=4, sampler=range(10))
 
 
+@pytest.mark.parametrize("combine", [sk.concat, sk.mix, lambda parts: sk.zip(*parts)])
+def test_a_mixture_inside_concat_zip_or_mix_is_refused(combine):
+    with pytest.raises(sk.ConfigError, match="one sk.mix"):
+        combine([sk.mix(sources()).map(lambda x: x), sk.range(3)])
+
+
 def test_direct_indexing_reads_the_sources_one_after_the_other():
     ds = sk.mix([sk.from_sequence("ab"), sk.range(3)])
     assert len(ds) == 5
