@@ -311,7 +311,7 @@ def test_a_mixture_cannot_be_reordered_by_index_or_given_a_sampler():
 
 @pytest.mark.parametrize("combine", [sk.concat, sk.mix, lambda parts: sk.zip(*parts)])
 def test_a_mixture_inside_concat_zip_or_mix_is_refused(combine):
-    with pytest.raises(sk.ConfigError, match="one sk.mix"):
+    with pytest.raises(sk.ConfigError, match=r"one sk\.mix"):
         combine([sk.mix(sources()).map(lambda x: x), sk.range(3)])
 
 
