@@ -82,7 +82,8 @@ class _Mixing:
 
         The change is written into the loader's state (the weights and the position
         they apply from), so a restore replays it without calling this again. With
-        ``prefetch`` or workers, batches already planned keep the old weights.
+        ``prefetch`` or workers, batches already planned keep the old weights; with
+        several hosts, prefer ``schedule=`` (every host must switch at the same batch).
 
         Errors:
             ConfigError: weights of the wrong count or unknown names, negative, NaN

@@ -82,9 +82,9 @@ class MixedStream(_Mixing, StreamNode[T]):
     def _check_settable(self) -> None:
         if self._shipped:
             raise NotSupportedError(
-                "this stream mixture was sent to process workers, which read a copy of its "
-                "weights: a change would not reach them. Give the changes up front with "
-                "mix(..., schedule=[(record, weights), ...]), or read with "
+                "this stream mixture was sent to process workers (or pickled), which read "
+                "a copy of its weights: a change would not reach them. Give the changes up "
+                "front with mix(..., schedule=[(record, weights), ...]), or read with "
                 "worker_mode='thread' or num_workers=0"
             )
 
