@@ -102,6 +102,21 @@ def test_loader_over_a_weighted_sampler_resumes_exactly_across_set_weights() -> 
         assert [b.tolist() for b in fresh.iter(state=states[stop])] == batches[stop + 1 :]
 
 
+def test_without_replacement_the_next_epoch_starts_with_weights_set_during_this_one() -> None:
+    def build(sampler):
+        return sk.DataLoader(sk.range(0, 6), batch_size=2, sampler=sampler)
+
+    sampler = sk.WeightedSampler([1.0] * 6, num_samples=4, replacement=False, seed=0)
+    loader = build(sampler)
+    list(loader)
+    sampler.set_weights([0, 0, 1, 1, 1, 1])
+    state = json.loads(json.dumps(loader.state_dict()))
+    second = [b.tolist() for b in loader]
+    assert sorted(x for b in second for x in b) == [2, 3, 4, 5]
+    fresh = sk.WeightedSampler([1.0] * 6, num_samples=4, replacement=False, seed=0)
+    assert [b.tolist() for b in build(fresh).iter(state=state)] == second
+
+
 def test_many_weights_travel_by_digest_and_must_be_registered() -> None:
     n = sk.WeightedSampler.INLINE_WEIGHTS + 1
     sampler = sk.WeightedSampler(np.ones(n), num_samples=10, seed=0)

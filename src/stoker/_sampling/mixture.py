@@ -190,8 +190,8 @@ class MixCursor(SamplerCursor):
         elif adopt:
             mix._control.adopt(list(changes[-1][1]))
         self._changes: list[Change] = changes
-        if position:
-            self._advance(position, emit=False)
+        while self._position < position and not self._ended:  # replay, in bounded blocks
+            self._advance(min(position - self._position, 1 << 20), emit=False)
         if adopt:
             mix._control.listen(self)
 

@@ -162,6 +162,17 @@ class _WithoutReplacement(EpochOrder):
         self._sampler = sampler
         self._epoch = epoch
         self._table = sampler._table if table is None else table
+        # The state names the epoch's weights at 0 and, once set_weights was called,
+        # the new ones at the end of the epoch: the next epoch starts with them.
+        self._saved: list[list[Any]] = [[0, sampler._entry(self._table)]]
+        sampler._orders.add(self)
+
+    def weights_changed(self, table: _Table) -> None:
+        entry = [len(self._sampler), self._sampler._entry(table)]
+        if len(self._saved) > 1:
+            self._saved[1] = entry
+        elif len(self._sampler) > 0:
+            self._saved.append(entry)
 
     def indices(self, start: int, stop: int) -> IndexArray:
         order: IndexArray | None = self._cache
@@ -170,10 +181,9 @@ class _WithoutReplacement(EpochOrder):
         return order[start:stop].copy()
 
     def state_fields(self) -> dict[str, Any]:
-        entry = [[0, self._sampler._entry(self._table)]]
         return {
             "weights": self._table.digest,
-            "weight_changes": entry,
+            "weight_changes": self._saved,
             "weights_epoch": self._epoch,
         }
 
@@ -243,7 +253,8 @@ class WeightedSampler(Sampler):
         self._check_enough(table)
         self._table = table
         self._known: dict[str, _Table] = {table.digest: table}
-        self._orders: weakref.WeakSet[_WithReplacement] = weakref.WeakSet()
+        self._orders: weakref.WeakSet[_WithReplacement | _WithoutReplacement]
+        self._orders = weakref.WeakSet()
         self._cache: tuple[int, str, IndexArray] | None = None
 
     def _check_enough(self, table: _Table) -> None:
@@ -290,9 +301,8 @@ class WeightedSampler(Sampler):
         table = self._checked(weights)
         self._known[table.digest] = table
         self._table = table
-        if self._replacement:
-            for order in list(self._orders):
-                order.weights_changed(table)
+        for order in list(self._orders):
+            order.weights_changed(table)
 
     def register_weights(self, weights: ArrayLike) -> str:
         """Make ``weights`` known to :meth:`restore` by their digest, which it returns.
