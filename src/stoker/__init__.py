@@ -48,6 +48,7 @@ from ._sources.range import range as range
 from ._sources.sqlite import from_sqlite as from_sqlite
 from ._sources.tar_shards import from_tar_shards as from_tar_shards
 from ._stats import LoaderStats as LoaderStats
+from ._stats import SourceShare as SourceShare
 from ._transforms.concat import concat as concat
 from ._transforms.mix import mix as mix
 from ._transforms.pack import pack as pack
@@ -91,6 +92,7 @@ __all__ = [
     "Sampler",
     "SequentialSampler",
     "Shard",
+    "SourceShare",
     "StateError",
     "StokerError",
     "Verdict",

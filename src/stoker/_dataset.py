@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 import numpy as np
 
 from ._context import DEFAULT_CONTEXT, SKIP, Context, Skip
-from .errors import FilteredOut
+from .errors import FilteredOut, NotSupportedError
 
 if TYPE_CHECKING:
+    from ._stats import SourceShare
+    from ._transforms.mix import MixDataset
     from ._transforms.pack import Packer
     from ._transforms.stream import BatchedStream
 
@@ -114,6 +116,17 @@ class Dataset(Generic[T]):
     def _packer(self, rows: int) -> Packer | None:
         """What builds each batch of ``rows`` packed rows (``pack``); None: no packing."""
         return None
+
+    # -- mixtures (sk.mix) ----------------------------------------------------------
+
+    def _mixture(self) -> MixDataset[Any] | None:
+        """The ``sk.mix`` whose order a loader reading this dataset follows; None: none."""
+        return None
+
+    def _mixture_report(self, state: dict[str, Any] | None) -> list[SourceShare] | None:
+        """Each mixed source's realised share at the loader ``state`` (None: no mix)."""
+        mixture = self._mixture()
+        return None if mixture is None else mixture._mixture_report(state)
 
     # -- chaining -------------------------------------------------------------------
 
@@ -230,9 +243,22 @@ class UnaryNode(DatasetNode[T]):
     ``self._parent``; a stage that changes the length sets ``self._len``.
     """
 
+    _keeps_indices: ClassVar[bool] = True
+    """False for a stage whose index ``i`` is not its parent's index ``i`` (shuffle, shard)."""
+
     def __init__(self, parent: Dataset[Any]) -> None:
         self._parent = parent
         self._len = len(parent)
+
+    def _mixture(self) -> MixDataset[Any] | None:
+        mixture = self._parent._mixture()
+        if mixture is not None and not self._keeps_indices:
+            raise NotSupportedError(
+                f"{type(self).__name__} over sk.mix: a mixture decides the order its "
+                "sources are read in, so it cannot be reordered or cut by index; use "
+                "DataLoader(shuffle=True) (each source in a random order) or shard=..."
+            )
+        return mixture
 
     def __len__(self) -> int:
         return self._len
@@ -290,6 +316,11 @@ class IterDataset(Generic[T]):
     def _open(self, ctx: Context, state: dict[str, Any] | None) -> StreamCursor[T]:
         """Start reading at ``state`` (None: the beginning), only ``ctx.shard``'s part."""
         return open_user_stream(self, state, ctx.shard)
+
+    def _mixture_report(self, state: dict[str, Any] | None) -> list[SourceShare] | None:
+        """Each mixed source's realised share at the loader ``state`` (None: no mix)."""
+        parent = getattr(self, "_parent", None)
+        return parent._mixture_report(state) if isinstance(parent, IterDataset) else None
 
     # -- chaining -------------------------------------------------------------------
 

@@ -343,6 +343,7 @@ class LoaderIterator(Generic[B]):
             depth=depth,
             cpu_count=available_cores(),
             first_batch_seconds=self._first_batch,
+            mixture=self._loader._dataset._mixture_report(self._box.state),
         )
 
     def close(self) -> None:

@@ -237,7 +237,15 @@ class DataLoader(Generic[B]):
                 f"the dataset {ds!r} is empty: an empty source is almost always a mistake "
                 "(an empty glob, a wrong filter on the source, a wrong path)"
             )
-        if cfg.batch_sampler is None:
+        mixture = ds._mixture()  # sk.mix decides the order of its sources' records
+        if mixture is not None and (cfg.sampler is not None or cfg.batch_sampler is not None):
+            raise ConfigError(
+                "sampler= and batch_sampler= conflict with sk.mix, which decides the order "
+                "its sources are read in: drop them (set the shares with the mix's weights)"
+            )
+        if mixture is not None:
+            self._sampler = mixture.sampler(shuffle=cfg.shuffle, seed=cfg.seed)
+        elif cfg.batch_sampler is None:
             if cfg.sampler is not None:
                 self._sampler = as_sampler(cfg.sampler, n)
             elif cfg.shuffle:

@@ -15,7 +15,13 @@ from typing import Any
 
 from ._verdict import Verdict, diagnose
 
-__all__ = ["LoaderStats", "add_transform_time", "available_cores", "transform_time"]
+__all__ = [
+    "LoaderStats",
+    "SourceShare",
+    "add_transform_time",
+    "available_cores",
+    "transform_time",
+]
 
 _clock = threading.local()
 
@@ -37,6 +43,27 @@ def transform_time() -> float:
     """The time this thread has spent in map functions so far."""
     seconds: float = getattr(_clock, "seconds", 0.0)
     return seconds
+
+
+@dataclass(frozen=True)
+class SourceShare:
+    """One source of a mixture (``sk.mix``) in ``it.stats().mixture``.
+
+    Attributes:
+        name: the source's name (its position as a string for a list of sources).
+        weight: the share asked for, in force at the iterator's position (normalised).
+        share: the share of the records drawn so far in this epoch that came from it.
+        records: the records drawn from it so far in this epoch.
+
+    Example:
+        >>> SourceShare(name="web", weight=0.7, share=0.69, records=690).records
+        690
+    """
+
+    name: str
+    weight: float
+    share: float
+    records: int
 
 
 @dataclass(frozen=True)
@@ -84,6 +111,8 @@ class LoaderStats:
         cpu_count: cores this process may run on.
         first_batch_seconds: time from the iterator's creation to its first batch
             (workers starting, the window filling). The verdict judges the time after it.
+        mixture: for a dataset built with ``sk.mix``, the realised share of each
+            source so far in this epoch next to the weight asked for (None otherwise).
 
     Example:
         >>> import json, stoker as sk
@@ -125,6 +154,7 @@ class LoaderStats:
     depth: int = 0
     cpu_count: int = 1
     first_batch_seconds: float = 0.0
+    mixture: list[SourceShare] | None = None
 
     def __post_init__(self) -> None:
         if not self.bottleneck:
@@ -207,12 +237,20 @@ def report(s: LoaderStats) -> str:
         f"  moved      {_bytes(s.bytes_moved)} from workers · buffers "
         f"{s.recycled_batches:,} recycled, {s.allocated_batches:,} new",
         f"  problems   skipped {skipped} · watchdog {watchdog}",
+        *_mixture_lines(s.mixture),
         f"  verdict    {verdict.kind}"
         + (f" ({verdict.stage})" if verdict.stage else "")
         + f": {verdict.reason}",
     ]
     lines += [f"  advice     {a}" for a in verdict.advice] or ["  advice     -"]
     return "\n".join(lines)
+
+
+def _mixture_lines(mixture: list[SourceShare] | None) -> list[str]:
+    if not mixture:
+        return []
+    shares = " · ".join(f"{m.name} {m.share:.0%} (asked {m.weight:.0%})" for m in mixture)
+    return [f"  mixture    {shares}"]
 
 
 def _secs(seconds: float) -> str:

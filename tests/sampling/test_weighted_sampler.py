@@ -57,17 +57,78 @@ def test_set_weights_mid_epoch_changes_only_later_draws() -> None:
     np.testing.assert_array_equal(tail, new.cursor(1, 120).take(300))
 
 
-def test_restore_refuses_changed_weights_until_they_are_set_back() -> None:
+def test_restore_uses_the_weights_of_the_state_without_set_weights() -> None:
     sampler = sk.WeightedSampler([1.0, 2.0, 3.0], num_samples=50, seed=0)
     cursor = sampler.cursor(0)
     cursor.take(20)
     state = json.loads(json.dumps(cursor.state_dict()))
     expected = cursor.take(50)
     sampler.set_weights([3.0, 2.0, 1.0])
-    with pytest.raises(sk.StateError, match="set_weights"):
-        sampler.restore(state)
-    sampler.set_weights([1.0, 2.0, 3.0])
     np.testing.assert_array_equal(sampler.restore(state).take(50), expected)
+    np.testing.assert_array_equal(sampler.weights, [1.0, 2.0, 3.0])  # it goes on with them
+    fresh = sk.WeightedSampler([5.0, 5.0, 1.0], num_samples=50, seed=0)  # a new process
+    np.testing.assert_array_equal(fresh.restore(state).take(50), expected)
+
+
+def test_a_state_saved_after_set_weights_names_the_change_at_the_next_untaken_position() -> None:
+    sampler = sk.WeightedSampler([1.0, 0.0, 0.0], num_samples=100, seed=2)
+    cursor = sampler.cursor(0)
+    head = cursor.take(30).tolist()
+    sampler.set_weights([0.0, 0.0, 1.0])
+    state = json.loads(json.dumps(cursor.state_dict()))
+    assert state["weight_changes"] == [[0, [1.0, 0.0, 0.0]], [30, [0.0, 0.0, 1.0]]]
+    rest = cursor.take(100).tolist()
+    assert set(head) == {0}
+    assert set(rest) == {2}
+    again = sk.WeightedSampler([1.0, 0.0, 0.0], num_samples=100, seed=2)
+    assert again.restore(state).take(100).tolist() == rest
+
+
+def test_loader_over_a_weighted_sampler_resumes_exactly_across_set_weights() -> None:
+    def build(sampler):
+        return sk.DataLoader(sk.range(0, 40), batch_size=5, sampler=sampler, prefetch=2)
+
+    sampler = sk.WeightedSampler(np.ones(40), num_samples=200, seed=1)
+    it = iter(build(sampler))
+    batches, states = [], []
+    for i, batch in enumerate(it):
+        batches.append(batch.tolist())
+        if i == 6:
+            sampler.set_weights(np.r_[np.ones(10), np.zeros(30)])
+        states.append(json.loads(json.dumps(it.state_dict())))
+    assert max(max(b) for b in batches[-20:]) < 10
+    for stop in range(6, len(batches)):
+        fresh = build(sk.WeightedSampler(np.ones(40), num_samples=200, seed=1))
+        assert [b.tolist() for b in fresh.iter(state=states[stop])] == batches[stop + 1 :]
+
+
+def test_without_replacement_the_next_epoch_starts_with_weights_set_during_this_one() -> None:
+    def build(sampler):
+        return sk.DataLoader(sk.range(0, 6), batch_size=2, sampler=sampler)
+
+    sampler = sk.WeightedSampler([1.0] * 6, num_samples=4, replacement=False, seed=0)
+    loader = build(sampler)
+    list(loader)
+    sampler.set_weights([0, 0, 1, 1, 1, 1])
+    state = json.loads(json.dumps(loader.state_dict()))
+    second = [b.tolist() for b in loader]
+    assert sorted(x for b in second for x in b) == [2, 3, 4, 5]
+    fresh = sk.WeightedSampler([1.0] * 6, num_samples=4, replacement=False, seed=0)
+    assert [b.tolist() for b in build(fresh).iter(state=state)] == second
+
+
+def test_many_weights_travel_by_digest_and_must_be_registered() -> None:
+    n = sk.WeightedSampler.INLINE_WEIGHTS + 1
+    sampler = sk.WeightedSampler(np.ones(n), num_samples=10, seed=0)
+    new = np.r_[np.zeros(n - 1), 1.0]
+    sampler.set_weights(new)
+    state = json.loads(json.dumps(sampler.cursor(0).state_dict()))
+    assert isinstance(state["weight_changes"][0][1], str)
+    fresh = sk.WeightedSampler(np.ones(n), num_samples=10, seed=0)
+    with pytest.raises(sk.StateError, match="register_weights"):
+        fresh.restore(state)
+    fresh.register_weights(new)
+    assert fresh.restore(state).take(10).tolist() == [n - 1] * 10
 
 
 def test_the_state_holds_the_weights_current_when_saved() -> None:
@@ -115,8 +176,8 @@ def test_without_replacement_new_weights_apply_from_the_next_cursor() -> None:
     rest = cursor.take(3)
     assert sorted([*first.tolist(), *rest.tolist()]) == [0, 1, 2]
     assert 0 not in sampler.cursor(0).take(3).tolist()
-    with pytest.raises(sk.StateError, match="set_weights"):
-        sampler.restore(state)
+    # the state holds the weights its epoch was drawn with
+    np.testing.assert_array_equal(sampler.restore(state).take(3), rest)
 
 
 def test_set_weights_from_another_thread_keeps_draws_valid() -> None:

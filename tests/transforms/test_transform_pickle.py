@@ -22,8 +22,8 @@ def build():
     arrays = sk.from_arrays(x=np.arange(40.0).reshape(20, 2), y=np.arange(20))
     left = arrays.map(jitter, seeded=True).filter(even).shuffle(seed=4).shard(1, 2)
     right = sk.concat([sk.range(5), sk.from_sequence([7, 8, 9, 10, 11])]).map(pair)
-    mixed = sk.mix([right, sk.range(100, 110).map(pair)], weights=[2, 1])
-    return sk.zip(left, mixed, strict=False)
+    others = sk.range(100, 110).map(pair)
+    return sk.mix([sk.zip(left, right, strict=False), sk.zip(left, others)], weights=[2, 1])
 
 
 def test_pipeline_round_trips_through_plain_pickle():
@@ -31,7 +31,9 @@ def test_pipeline_round_trips_through_plain_pickle():
     ctx = Context(seed=5, epoch=3)
     indices = np.arange(len(ds))
     before = ds._fetch(indices, ctx)
+    ds.set_weights([1, 3])
     again = pickle.loads(pickle.dumps(ds))
+    assert again.weights == [0.25, 0.75]
     after = again._fetch(indices, ctx)
     assert len(again) == len(ds)
     for a, b in zip(before, after, strict=True):

@@ -83,6 +83,9 @@ class Runner:
         samples: records one epoch of this loader delivers, when it reads only the
             first part of the workload's epoch (a baseline too slow to time whole; it
             must be whole batches): it is timed and verified on those records alone.
+        reference: the batches this row must produce, when they differ from the
+            workload's reference (another configuration of the same data); None: the
+            workload's.
     """
 
     label: str
@@ -93,6 +96,7 @@ class Runner:
     show_mode: bool = False
     versus: str | None = None
     samples: int | None = None
+    reference: Callable[[], Iterable[np.ndarray]] | None = None
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,8 @@ def verify_runner(prepared: Prepared, runner: Runner) -> Check:
     that reads only part of the epoch (``runner.samples``) is compared with that part.
     """
     batches = iter(runner.make())
+    if runner.reference is not None:  # this row's own configuration
+        prepared = replace(prepared, reference=runner.reference)
     if runner.ordered:
         check = _in_order(prepared, runner.label, batches, runner.samples)
     else:

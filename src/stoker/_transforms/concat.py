@@ -32,6 +32,12 @@ def check_parts(datasets: object, what: str) -> list[Dataset[Any]]:
             raise ConfigError(
                 f"{what}() needs map-style datasets, item {k} is a {type(ds).__name__}: {hint}"
             )
+        if ds._mixture() is not None:  # its order is the loader's: it would not mix here
+            raise ConfigError(
+                f"{what}() over sk.mix (item {k}): a mixture decides the order a loader "
+                f"reads its sources in, which {what}() would lose; give all the sources "
+                "to one sk.mix([...]) (with map or filter on top as needed)"
+            )
         if ds._packer(1) is not None:
             raise ConfigError(
                 f"{what}() over a packed dataset (item {k}): rows are packed as the loader "

@@ -1,81 +1,150 @@
-"""``mix``: several datasets interleaved in fixed proportions."""
+"""``mix``: several sources read in proportions that may change while the run trains.
+
+Map-style sources make a :class:`MixDataset`; streams make a
+:class:`~stoker._transforms.stream_mix.MixedStream`. Both take weights, a schedule
+or ``set_weights`` calls, and a rule for a source that runs out; the weights in force
+and when they changed are part of the loader's state.
+"""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 
 from .._context import Context, Skip
-from .._dataset import Dataset, DatasetNode
+from .._dataset import Dataset, DatasetNode, IterDataset
+from .._sampling.base import check_int
+from .._sampling.mixture import MixSampler, check_rule, draw_sources
+from .._sampling.schedule import Schedule, WeightControl, check_weights
+from .._stats import SourceShare
 from ..errors import ConfigError
 from .concat import check_parts, fetch_parts, gather_parts
 
-__all__ = ["MixDataset", "mix"]
+if TYPE_CHECKING:
+    from .stream_mix import MixedStream
+
+__all__ = ["MixDataset", "mix", "source_names"]
 
 T = TypeVar("T")
 
 
-def _normalised(weights: Sequence[float] | None, count: int) -> list[float]:
-    if weights is None:
-        return [1.0 / count] * count
-    try:
-        w = np.asarray(weights, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ConfigError(f"mix() weights must be numbers, got {weights!r}") from None
-    if w.shape != (count,):
-        raise ConfigError(
-            f"mix() needs one weight per dataset: {count} datasets, got weights {weights!r}"
-        )
-    if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-        raise ConfigError(f"mix() weights must be finite, >= 0 and not all zero, got {weights!r}")
-    return (w / w.sum()).tolist()  # type: ignore[no-any-return]
+def source_names(datasets: object) -> tuple[list[Any], list[str]]:
+    """The sources of ``mix(...)`` and their names ("0", "1", ... for a list)."""
+    if isinstance(datasets, Mapping):
+        if not datasets:
+            raise ConfigError("mix() needs at least one source, got an empty dict")
+        return list(datasets.values()), [str(name) for name in datasets]
+    if isinstance(datasets, Sequence) and not isinstance(datasets, str | bytes):
+        return list(datasets), [str(k) for k in range(len(datasets))]
+    raise ConfigError(
+        f"mix() takes a list of datasets or a dict of them by name, got "
+        f"{type(datasets).__name__}: mix([a, b]) or mix({{'web': a, 'code': b}})"
+    )
 
 
-def _counts(lengths: list[int], weights: list[float]) -> list[int]:
-    """How many records of each dataset come before the first one runs out."""
-    # Record j of dataset k sits at key (j + 0.5) / w_k; the mix ends before the
-    # first missing key, min_k (len_k + 0.5) / w_k.
-    limit = min((n + 0.5) / w for n, w in zip(lengths, weights, strict=True) if w > 0)
-    counts = []
-    for n, w in zip(lengths, weights, strict=True):
-        if w == 0:
-            counts.append(0)
-            continue
-        c = min(n, max(0, math.ceil(limit * w - 0.5)))
-        while c > 0 and (c - 0.5) / w >= limit:  # key of record c - 1
-            c -= 1
-        while c < n and (c + 0.5) / w < limit:
-            c += 1
-        counts.append(c)
-    return counts
+class _Mixing:
+    """What map-style and stream mixtures share: names, live weights, schedule, rule."""
+
+    names: list[str]
+    on_exhausted: str
+    _control: WeightControl
+    _schedule: Schedule | None
+    _what = "mix()"
+
+    def _init_mixing(self, names: list[str], weights: Any, schedule: Any, rule: object) -> None:
+        self.names = names
+        self.on_exhausted = check_rule(rule, self._what)
+        self._schedule = None if schedule is None else Schedule(schedule, names, self._what)
+        if weights is not None and self._schedule is not None:
+            raise ConfigError(
+                "mix() takes weights= or schedule=, not both: put the starting weights "
+                "first in the schedule, at record 0"
+            )
+        start = None if self._schedule is None else self._schedule.at(0)
+        if start is None and self._schedule is not None and not self._schedule.is_function:
+            raise ConfigError("mix() schedule must start at record 0 (the starting weights)")
+        if start is None:
+            start = check_weights(
+                [1.0] * len(names) if weights is None else weights, names, self._what
+            )
+        self._control = WeightControl(start)
+        self._start_weights = start
+
+    @property
+    def weights(self) -> list[float]:
+        """The weights (normalised) most recently set or scheduled."""
+        return list(self._control.read())
+
+    def set_weights(self, weights: Sequence[float] | Mapping[str, float]) -> None:
+        """Change the mixture from the next batch the loader has not planned yet.
+
+        The change is written into the loader's state (the weights and the position
+        they apply from), so a restore replays it without calling this again. With
+        ``prefetch`` or workers, batches already planned keep the old weights; with
+        several hosts, prefer ``schedule=`` (every host must switch at the same batch).
+
+        Errors:
+            ConfigError: weights of the wrong count or unknown names, negative, NaN
+                or infinite, or all zero; a mixture that follows ``schedule=``.
+        """
+        if self._schedule is not None:
+            raise ConfigError(
+                "this mixture follows its schedule=: build it with weights= to change "
+                "the weights with set_weights()"
+            )
+        self._check_settable()
+        self._control.set(check_weights(weights, self.names, "set_weights()"))
+
+    def _check_settable(self) -> None:
+        return None
+
+    def _schedule_at(self, record: int) -> list[float] | None:
+        return None if self._schedule is None else self._schedule.at(record)
 
 
-class MixDataset(DatasetNode[T]):
-    """Several datasets interleaved in fixed proportions; see :func:`mix`.
+class MixDataset(_Mixing, DatasetNode[T]):
+    """Map-style sources read in changing proportions; see :func:`mix`.
 
-    The (dataset, record) table is built on first use and takes 12 bytes per
-    record of the mix (O(len) memory; about 36 bytes per record while it is built).
+    Its index space is the sources one after the other (``ds[i]`` is source ``k``'s
+    record ``i - offset_k``); the mixture is the order a loader reads them in,
+    :meth:`sampler`, which the loader uses whenever the mix is its dataset (also
+    under ``map``, ``filter`` and ``pack``).
 
     Example:
         >>> import stoker as sk
-        >>> ds = sk.mix([sk.from_sequence("aaaa"), sk.from_sequence("bb")], weights=[2, 1])
-        >>> "".join(ds[i] for i in range(len(ds)))
-        'abaaba'
+        >>> ds = sk.mix({"a": sk.from_sequence("aaaaaa"), "b": sk.from_sequence("bbb")},
+        ...             weights=[2, 1])
+        >>> "".join(sk.DataLoader(ds, batch_size=None))
+        'baaaabaab'
 
     Errors:
         ConfigError: see :func:`mix`.
     """
 
-    _table: tuple[np.ndarray, np.ndarray] | None = None
-
-    def __init__(self, datasets: Sequence[Dataset[T]], weights: Sequence[float] | None) -> None:
+    def __init__(
+        self,
+        datasets: Sequence[Dataset[T]],
+        names: list[str],
+        weights: Any,
+        *,
+        schedule: Any,
+        on_exhausted: str,
+        num_samples: int | None,
+    ) -> None:
         self._parts: list[Dataset[Any]] = check_parts(datasets, "mix")
-        self._weights = _normalised(weights, len(self._parts))
-        self._counts = _counts([len(ds) for ds in self._parts], self._weights)
-        self._len = sum(self._counts)
+        self.lengths = [len(ds) for ds in self._parts]
+        self._init_mixing(names, weights, schedule, on_exhausted)
+        self._num_samples = (
+            None if num_samples is None else check_int(num_samples, "num_samples", minimum=1)
+        )
+        if self._num_samples is None and self.on_exhausted == "restart":
+            self._num_samples = sum(self.lengths)
+        self._offsets = np.cumsum([0, *self.lengths])
+        self._len = int(self._offsets[-1])
+        self._stop_lengths: dict[int, int] = {}
+        self._report: tuple[Any, list[SourceShare]] | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -84,58 +153,208 @@ class MixDataset(DatasetNode[T]):
     def _may_skip(self) -> bool:
         return any(ds._may_skip for ds in self._parts)
 
-    def table(self) -> tuple[np.ndarray, np.ndarray]:
-        """(dataset, record) for every position of the mix: int32 and int64 arrays."""
-        table = self._table
-        if table is None and self._len == 0:
-            table = (np.empty(0, np.int32), np.empty(0, np.int64))
-        if table is None:
-            pairs = list(zip(self._counts, self._weights, strict=True))
-            keys = np.concatenate([(np.arange(c) + 0.5) / w for c, w in pairs if c])
-            part = np.repeat(np.arange(len(pairs), dtype=np.int32), self._counts)
-            local = np.concatenate([np.arange(c, dtype=np.int64) for c, _ in pairs])
-            order = np.argsort(keys, kind="stable")  # ties: the earlier dataset first
-            table = self._table = (part[order], local[order])
-        return table
+    def _mixture(self) -> MixDataset[Any]:
+        return self
+
+    def sampler(self, *, shuffle: bool = False, seed: int = 0) -> MixSampler:
+        """The order of the mixture for a loader (``shuffle``: records of each source in
+        a fresh random order per pass)."""
+        return MixSampler(self, shuffle=shuffle, seed=seed)
+
+    def _epoch_length(self, sampler: MixSampler) -> int:
+        """Records per epoch: ``num_samples``, or what the rule gives at the start weights."""
+        if self._num_samples is not None:
+            return self._num_samples
+        start = np.array(self._start_weights)  # as built: the same in every process
+        if self.on_exhausted == "drop":
+            return int(sum(n for n, w in zip(self.lengths, start, strict=True) if w > 0))
+        seed = sampler._seed
+        if seed not in self._stop_lengths:
+            self._stop_lengths[seed] = _until_one_runs_out(self.lengths, start, sampler._u0)
+        return self._stop_lengths[seed]
+
+    def _split(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        part = np.searchsorted(self._offsets, indices, side="right") - 1
+        return part.astype(np.int32), indices - self._offsets[part]
 
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
-        part, local = self.table()
-        return fetch_parts(self._parts, part[indices], local[indices], ctx)
+        part, local = self._split(indices)
+        return fetch_parts(self._parts, part, local, ctx)
 
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
-        part, local = self.table()
-        return gather_parts(self._parts, part[indices], local[indices], ctx, out)
+        part, local = self._split(indices)
+        return gather_parts(self._parts, part, local, ctx, out)
+
+    def _mixture_report(self, state: Mapping[str, Any] | None) -> list[SourceShare]:
+        """The share of each source drawn so far in the epoch of the loader ``state``."""
+        entry = None if state is None else state.get("sampler")
+        key = None if entry is None else (entry.get("epoch"), entry.get("position"), id(entry))
+        if self._report is not None and self._report[0] == key and key is not None:
+            return self._report[1]
+        if not isinstance(entry, Mapping) or entry.get("kind") != "MixSampler":
+            counts, weights = [0] * len(self.names), self.weights
+        else:
+            sampler = self.sampler(shuffle=bool(entry["shuffle"]), seed=int(entry["seed"]))
+            cursor = sampler.restore(entry, adopt=False)
+            counts, weights = cursor.counts, cursor.weights
+        report = shares(self.names, weights, counts)
+        self._report = (key, report)
+        return report
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state.pop("_table", None)  # rebuilt on first use
+        state["_report"] = None
         return state
 
 
-def mix(datasets: Sequence[Dataset[T]], weights: Sequence[float] | None = None) -> MixDataset[T]:
-    """Interleave datasets deterministically, dataset ``k`` taking a share ``w_k``.
+def shares(names: list[str], weights: list[float], counts: list[int]) -> list[SourceShare]:
+    """One :class:`SourceShare` per source."""
+    total = sum(counts)
+    return [
+        SourceShare(name=n, weight=w, share=c / total if total else 0.0, records=c)
+        for n, w, c in zip(names, weights, counts, strict=True)
+    ]
 
-    Record ``j`` of dataset ``k`` is placed at key ``(j + 0.5) / w_k`` (weights
-    normalised to sum 1); the mix lists the records by key, ties going to the
-    earlier dataset. It ends just before the first dataset would run out: every
-    position holds a distinct record, and each prefix follows the weights as
-    closely as whole records allow. Shuffle it for a random order.
+
+def _until_one_runs_out(lengths: list[int], weights: np.ndarray, u0: float) -> int:
+    """Positions drawn before a source with a positive weight would run out."""
+    lens = np.array(lengths, dtype=np.int64)
+    counts = np.zeros_like(lens)
+    p, block = 0, 1 << 16
+    while True:
+        src = draw_sources(weights, u0, p, p + block)
+        cut = block
+        for k in np.unique(src).tolist():
+            where = np.flatnonzero(src == k)
+            room = int(lens[k] - counts[k])
+            if where.size > room:
+                cut = min(cut, int(where[room]))
+        if cut < block:
+            return p + cut
+        counts += np.bincount(src, minlength=lens.size)
+        p += block
+
+
+@overload
+def mix(
+    datasets: Sequence[Dataset[T]] | Mapping[str, Dataset[T]],
+    weights: Sequence[float] | Mapping[str, float] | None = None,
+    *,
+    schedule: Sequence[tuple[int, Any]] | Callable[[int], Any] | None = None,
+    on_exhausted: str = "stop",
+    num_samples: int | None = None,
+) -> MixDataset[T]: ...
+@overload
+def mix(
+    datasets: Sequence[IterDataset[T]] | Mapping[str, IterDataset[T]],
+    weights: Sequence[float] | Mapping[str, float] | None = None,
+    *,
+    schedule: Sequence[tuple[int, Any]] | Callable[[int], Any] | None = None,
+    on_exhausted: str = "stop",
+    num_samples: int | None = None,
+) -> MixedStream[T]: ...
+def mix(
+    datasets: Any,
+    weights: Sequence[float] | Mapping[str, float] | None = None,
+    *,
+    schedule: Sequence[tuple[int, Any]] | Callable[[int], Any] | None = None,
+    on_exhausted: str = "stop",
+    num_samples: int | None = None,
+) -> MixDataset[Any] | MixedStream[Any]:
+    """Read several sources in proportion to weights that may change during training.
+
+    Position ``p`` of the mixture takes source ``k`` with share ``w_k`` (weights are
+    normalised); which source each position takes follows a golden-ratio
+    low-discrepancy sequence from the seed, so every prefix of the mixture follows
+    the weights within a few records, and each source's records come in order (in a
+    fresh random order per pass with ``DataLoader(shuffle=True)``; for streams, in
+    the stream's order). The order is a pure function of (seed, epoch, position,
+    weight changes).
+
+    Weights change in three ways; each applies from the next batch the loader has
+    not planned yet, and the loader's state records the weights in force and the
+    position of every change (a few numbers per change), so a restore in a new
+    process, with any ``num_workers`` (and, for map-style sources, any host count),
+    replays them exactly:
+
+    * ``mix.set_weights(w)`` while the loader runs;
+    * ``schedule=[(record, weights), ...]``: weights from record ``record`` on, records
+      counted from the start of epoch 0 (map-style: ``num_samples`` records per
+      epoch; streams: the records this reader of the mixture handed out in the epoch).
+      With batches of ``b`` records, step ``s`` starts at record ``s * b``;
+    * ``schedule=fn``: ``fn(record) -> weights``, asked before every planned batch
+      (map-style) or record (streams).
+
+    When a source runs out (``on_exhausted``):
+
+    * ``"stop"`` (default): the epoch ends just before the first record it cannot
+      give; with fixed weights every record is read at most once per epoch;
+    * ``"drop"``: it is left out and the others' weights renormalised; the epoch ends
+      when every source with a positive weight has run out, so each is read exactly
+      once per epoch;
+    * ``"restart"``: it is read again from its start (map-style, with
+      ``shuffle=True``: in a new random order), so the weights hold for the whole
+      epoch; map-style epochs then have ``num_samples`` records (default: all
+      sources' records).
 
     Args:
-        datasets: map-style datasets.
-        weights: one share per dataset (>= 0; normalised); equal shares when None.
+        datasets: map-style datasets, or streams (``IterDataset``), as a list or a
+            dict by name (names show in ``it.stats().mixture`` and in errors).
+        weights: one share per source (>= 0, not all zero), a list or a dict by
+            name; equal shares when None.
+        schedule: weights given up front instead of ``weights``, see above.
+        on_exhausted: "stop", "drop" or "restart".
+        num_samples: map-style only: records per epoch (default: see
+            ``on_exhausted``; with "stop", until the first source runs out at the
+            starting weights).
 
     Returns:
-        A :class:`MixDataset`.
+        A :class:`MixDataset` (map-style) or a ``MixedStream`` (streams).
 
     Example:
         >>> import stoker as sk
-        >>> ds = sk.mix([sk.range(0, 100), sk.range(1000, 1100)], weights=[0.75, 0.25])
-        >>> [ds[i] for i in range(8)]
-        [0, 1, 1000, 2, 3, 4, 1001, 5]
+        >>> ds = sk.mix({"web": sk.range(0, 100), "code": sk.range(1000, 1100)},
+        ...             weights=[0.75, 0.25])
+        >>> loader = sk.DataLoader(ds, batch_size=4)
+        >>> it = iter(loader)
+        >>> next(it).tolist()
+        [1000, 0, 1, 2]
+        >>> ds.set_weights({"web": 0, "code": 1})
+        >>> next(it).tolist()
+        [1001, 1002, 1003, 1004]
+        >>> [round(s.share, 2) for s in it.stats().mixture]
+        [0.38, 0.62]
 
     Errors:
-        ConfigError: no datasets or a non-dataset item; weights of the wrong count,
-            negative, NaN or infinite, or all zero.
+        ConfigError: no sources, a non-dataset, streams and map-style sources
+            together, an empty map-style source; weights of the wrong count, negative,
+            NaN, infinite or all zero (naming the values); a schedule that is not
+            increasing in records or does not start at record 0; ``weights`` and
+            ``schedule`` together; an unknown ``on_exhausted``; ``num_samples`` for
+            streams.
+        StateError: restoring a state whose mixture names other sources (another
+            count, names or lengths) or another rule.
     """
-    return MixDataset(datasets, weights)
+    parts, names = source_names(datasets)
+    if parts and all(isinstance(ds, IterDataset) for ds in parts):
+        if num_samples is not None:
+            raise ConfigError(
+                "mix() over streams takes no num_samples: a stream mixture ends by its "
+                "on_exhausted rule; cut it with .batch() and your step count instead"
+            )
+        from .stream_mix import MixedStream
+
+        return MixedStream(parts, names, weights, schedule=schedule, on_exhausted=on_exhausted)
+    if any(isinstance(ds, IterDataset) for ds in parts):
+        raise ConfigError(
+            "mix() needs all sources map-style or all streams (IterDataset), got both: "
+            "turn the map-style ones into streams with sk.from_iterable(lambda: iter(ds))"
+        )
+    return MixDataset(
+        parts,
+        names,
+        weights,
+        schedule=schedule,
+        on_exhausted=on_exhausted,
+        num_samples=num_samples,
+    )

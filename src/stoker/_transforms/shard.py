@@ -33,6 +33,8 @@ class ShardDataset(UnaryNode[T]):
             records than shards (every shard would be empty).
     """
 
+    _keeps_indices = False  # its index i is another index of its parent
+
     def __init__(self, parent: Dataset[T], index: int, count: int) -> None:
         shard = Shard(index, count)
         n = len(parent)

@@ -34,6 +34,8 @@ class ShuffleDataset(UnaryNode[T]):
         ConfigError: ``seed`` is not an int >= 0.
     """
 
+    _keeps_indices = False  # its index i is another index of its parent
+
     _cache: tuple[int, np.ndarray] | None = None
 
     def __init__(self, parent: Dataset[T], seed: int) -> None:
