@@ -113,6 +113,13 @@ class _Actor:
             self._runtime.start()
         except Exception as exc:
             exc.add_note(f"stoker: raised while starting Ray worker {worker_id}")
+            if "No module named" in str(exc):
+                exc.add_note(
+                    "stoker: Ray workers import the modules that hold the pipeline's "
+                    "functions and classes: make them importable on every node (install "
+                    "them, or pass runtime_env={'py_modules': [...]} or {'working_dir': ...} "
+                    "to ray.init(), or ray_options={'runtime_env': ...})"
+                )
             self._init_error = pack_error(exc)
 
     def run(self, job: Job) -> tuple[str, Any]:
