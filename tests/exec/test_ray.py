@@ -207,8 +207,14 @@ def test_skipped_records_count_against_max_errors_in_order():
     ds = sk.range(0, 12).map(_raise_at(5))
     with _ray_loader(ds, batch_size=4, on_error="skip", max_errors=1) as on_ray:
         it = iter(on_ray)
-        assert _lists(it) == [[0, 1, 2, 3], [4, 6, 7], [8, 9, 10, 11]]
+        assert _lists(it) == [[0, 1, 2, 3], [4, 6, 7, 8], [9, 10, 11]]
         assert [i for i, _ in it.stats().skipped] == [5]
+    ds = sk.range(0, 12).map(_raise_at(5)).map(_raise_at(9))
+    with (
+        _ray_loader(ds, batch_size=4, on_error="skip", max_errors=1) as on_ray,
+        pytest.raises(ValueError, match="bad record 9"),
+    ):
+        list(on_ray)
 
 
 def test_a_failing_worker_init_fn_reaches_the_caller():

@@ -109,8 +109,9 @@ class _Actor:
             # The reference travels inside a list so that Ray does not resolve it
             # before this method runs: a pipeline that fails to load is reported here.
             spec: WorkerSpec = _ray().get(refs[0])
-            self._runtime = Runtime(spec, worker_id, "ray", pool=None)
-            self._runtime.start()
+            runtime = Runtime(spec, worker_id, "ray", pool=None)
+            runtime.start()
+            self._runtime = runtime
         except Exception as exc:
             exc.add_note(f"stoker: raised while starting Ray worker {worker_id}")
             if "No module named" in str(exc):
