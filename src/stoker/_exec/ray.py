@@ -28,7 +28,6 @@ every other mode, and a state saved under Ray resumes inline and the reverse.
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
 import queue
 import threading
@@ -138,10 +137,6 @@ class _Actor:
             return "error", pack_error(exc)
         done.skipped = [(i, s, _portable(e)) for i, s, e in done.skipped]
         return "done", done
-
-    def where(self) -> tuple[int, str]:
-        """This actor's process id and Ray node id."""
-        return os.getpid(), _ray().get_runtime_context().get_node_id()
 
 
 _remote_class: Any = None
