@@ -336,7 +336,7 @@ def test_ray_options_reach_the_actors():
     # batch comes, and timeout= says so instead of waiting forever.
     ds = sk.range(0, 4)
     with (
-        _ray_loader(ds, batch_size=2, ray_options={"num_cpus": 3}, timeout=2) as on_ray,
+        _ray_loader(ds, batch_size=2, ray_options={"num_cpus": 3}, timeout=1) as on_ray,
         pytest.raises(sk.LoaderTimeout),
     ):
         next(iter(on_ray))
