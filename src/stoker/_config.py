@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -13,12 +13,12 @@ from .errors import ConfigError, NotSupportedError
 __all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]
 
 LAST_BATCH_MODES = ("keep", "drop", "rollover")
-WORKER_MODES = ("inline", "thread", "process", "auto")
+WORKER_MODES = ("inline", "thread", "process", "ray", "auto")
 START_METHODS = ("forkserver", "spawn", "fork")
 ON_ERROR_MODES = ("raise", "skip")
 
 LastBatch = Literal["keep", "drop", "rollover"]
-WorkerMode = Literal["inline", "thread", "process", "auto"]
+WorkerMode = Literal["inline", "thread", "process", "ray", "auto"]
 StartMethod = Literal["forkserver", "spawn", "fork"]
 
 
@@ -53,6 +53,7 @@ class LoaderConfig:
     watchdog: float | None = 60.0
     progress: bool = False
     log_every: float | None = None
+    ray_options: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self._check_batching()
@@ -105,7 +106,7 @@ class LoaderConfig:
             )
         if not _is_int(self.num_workers) or self.num_workers < 0:
             raise ConfigError(f"num_workers must be an int >= 0, got {self.num_workers!r}")
-        if self.worker_mode in ("thread", "process") and self.num_workers == 0:
+        if self.worker_mode in ("thread", "process", "ray") and self.num_workers == 0:
             raise ConfigError(
                 f"worker_mode={self.worker_mode!r} needs num_workers >= 1; "
                 "use worker_mode='inline' (or 'auto') to load in the calling process"
@@ -115,6 +116,7 @@ class LoaderConfig:
                 f"worker_mode='inline' loads in the calling process, but num_workers="
                 f"{self.num_workers}; use 'thread', 'process' or 'auto' for workers"
             )
+        self._check_ray_options()
         if self.start_method not in START_METHODS:
             raise ConfigError(
                 f"start_method must be one of {', '.join(map(repr, START_METHODS))}, "
@@ -185,6 +187,22 @@ class LoaderConfig:
         ):
             raise ConfigError(
                 f"shard must be sk.Shard(index, count), 'jax', 'torch' or None, got {self.shard!r}"
+            )
+
+    def _check_ray_options(self) -> None:
+        if self.ray_options is None:
+            return
+        if not isinstance(self.ray_options, Mapping) or not all(
+            isinstance(k, str) for k in self.ray_options
+        ):
+            raise ConfigError(
+                "ray_options must be a dict of actor options (e.g. {'num_cpus': 1, "
+                f"'memory': 2**30}}), got {self.ray_options!r}"
+            )
+        if self.worker_mode != "ray":
+            raise ConfigError(
+                f"ray_options is for worker_mode='ray', but worker_mode={self.worker_mode!r}; "
+                "pass worker_mode='ray' to run the workers as Ray actors, or drop ray_options"
             )
 
     def check_for_stream(self) -> None:

@@ -6,7 +6,7 @@ ended; each ``iter()`` hands a plan to a fresh :class:`~stoker._iterator.LoaderI
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal
 
 from typing_extensions import TypeVar
@@ -49,11 +49,17 @@ class DataLoader(Generic[B]):
         sampler: any object yielding indices (a stoker or PyTorch sampler).
         batch_sampler: any object yielding lists of indices.
         collate_fn: turns a list of records into a batch (default: stack arrays).
-        num_workers: worker threads or processes; 0 loads in the calling process.
-        worker_mode: "thread", "process", "inline" (num_workers=0) or "auto":
+        num_workers: worker threads, processes or Ray actors; 0 loads in the calling
+            process.
+        worker_mode: "thread", "process", "inline" (num_workers=0), "ray" or "auto":
             threads when every stage is known to release the GIL (see
             :func:`~stoker.releases_gil`), processes otherwise; ``it.stats()`` says
-            which ran.
+            which ran. "ray" (``stoker[ray]``) runs the workers as ``num_workers`` Ray
+            actors on the cluster ``ray.init()`` connects to (see ``docs/ray.md``);
+            its batches are read-only views of Ray's object store.
+        ray_options: with ``worker_mode="ray"``, options for every actor, passed to
+            Ray's ``.options(...)``: ``num_cpus``, ``memory``, ``resources``,
+            ``label_selector``, ``scheduling_strategy``, ``runtime_env``...
         prefetch: batches in flight. Without workers: produced ahead by a background
             thread (0: none; None: a thread when producing a batch takes long enough
             to pay for it). With workers: jobs queued or in work (None: 2 per worker).
@@ -124,7 +130,7 @@ class DataLoader(Generic[B]):
         batch_sampler: Any = None,
         collate_fn: Callable[[list[Any]], B] | None = None,
         num_workers: int = 0,
-        worker_mode: Literal["inline", "thread", "process", "auto"] = "auto",
+        worker_mode: Literal["inline", "thread", "process", "ray", "auto"] = "auto",
         prefetch: int | None = None,
         ordered: bool = True,
         worker_init_fn: Callable[[Any], None] | None = None,
@@ -139,6 +145,7 @@ class DataLoader(Generic[B]):
         watchdog: float | None = 60.0,
         progress: bool = False,
         log_every: float | None = None,
+        ray_options: Mapping[str, Any] | None = None,
     ) -> None:
         if not (hasattr(dataset, "__getitem__") or hasattr(dataset, "__iter__")):
             raise TypeError(
@@ -175,6 +182,7 @@ class DataLoader(Generic[B]):
             watchdog=watchdog,
             progress=progress,
             log_every=log_every,
+            ray_options=ray_options,
         )
         if timeout is not None and prefetch == 0 and num_workers == 0:
             raise ConfigError(
@@ -199,7 +207,7 @@ class DataLoader(Generic[B]):
     # -- workers ------------------------------------------------------------------
 
     def _resolved_mode(self) -> str:
-        """The execution mode: "inline", "thread" or "process" ("auto" decided)."""
+        """The execution mode: "inline", "thread", "process" or "ray" ("auto" decided)."""
         cfg = self._config
         if cfg.num_workers == 0:
             return "inline"

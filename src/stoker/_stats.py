@@ -83,8 +83,8 @@ class LoaderStats:
         fetch_seconds: time spent reading records (sources and transforms).
         collate_seconds: time spent collating records into batches.
         elapsed_seconds: time since the iterator was created.
-        worker_mode: the execution mode actually used: "inline", "thread" or
-            "process" (``worker_mode="auto"`` resolved).
+        worker_mode: the execution mode actually used: "inline", "thread",
+            "process" or "ray" (``worker_mode="auto"`` resolved).
         prefetch: where batches are produced ("caller thread", "background thread,
             N in flight", "4 process workers, 8 batches in flight").
         skipped: (sample index, error summary) of records skipped under ``on_error="skip"``.

@@ -27,7 +27,7 @@ class WorkerInfo:
             a loader, and the same in every run with the same loader seed (see
             :func:`worker_seed`). Seed per-worker libraries from it
             (``np.random.seed(info.seed)``); records' seeded maps do not use it.
-        mode: "thread" or "process".
+        mode: "thread", "process" or "ray".
         dataset: the worker's own copy of the dataset.
         init_arg: the value computed once by the loader's ``worker_init_arg``.
         loader_seed: the loader's ``seed``.

@@ -113,7 +113,7 @@ def assert_same_in_every_mode(
     *,
     epochs: int = 1,
     num_workers: int = 2,
-    modes: tuple[Literal["thread", "process"], ...] = ("thread", "process"),
+    modes: tuple[Literal["thread", "process", "ray"], ...] = ("thread", "process"),
     **loader_kwargs: Any,
 ) -> None:
     """Assert that loaders over ``dataset`` yield the same batches inline and with

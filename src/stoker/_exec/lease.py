@@ -81,7 +81,7 @@ class WorkerLease:
 
 
 def start_executor(loader: DataLoader[Any], start: int = 0) -> Any:
-    """Start the workers ``loader`` asks for (threads or processes).
+    """Start the workers ``loader`` asks for (threads, processes or Ray actors).
 
     ``start`` counts the loader's worker starts (0: the first); with the loader's seed
     and the worker id it decides each worker's ``WorkerInfo.seed``.
@@ -102,7 +102,17 @@ def start_executor(loader: DataLoader[Any], start: int = 0) -> Any:
         start=start,
     )
     depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
-    if loader._resolved_mode() == "thread":
+    mode = loader._resolved_mode()
+    if mode == "ray":
+        from .ray import RayExecutor
+
+        return RayExecutor(
+            spec,
+            options=cfg.ray_options,
+            restart=cfg.restart_workers,
+            max_restarts=cfg.max_restarts,
+        )
+    if mode == "thread":
         return ThreadExecutor(spec, BufferPool(cfg.batch_size or 1, depth + 4))
     from .processes import ProcessExecutor
 
