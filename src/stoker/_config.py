@@ -14,6 +14,8 @@ __all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]
 
 LAST_BATCH_MODES = ("keep", "drop", "rollover")
 WORKER_MODES = ("inline", "thread", "process", "auto")
+DEFAULT_DEPTH = 2
+"""Batches built ahead by the inline prefetch thread when it runs."""
 START_METHODS = ("forkserver", "spawn", "fork")
 ON_ERROR_MODES = ("raise", "skip")
 

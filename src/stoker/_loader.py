@@ -14,8 +14,10 @@ from typing_extensions import TypeVar
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
 from ._dataset import Dataset, IterDataset
+from ._exec.executor import Executor
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
+from ._exec.make import make_executor, worker_spec
 from ._hosts import resolve_hosts
 from ._iterator import LoaderIterator, StateBox
 from ._plans import epoch_plan
@@ -197,8 +199,14 @@ class DataLoader(Generic[B]):
             return cfg.worker_mode
         return "thread" if pipeline_releases_gil(self._dataset, cfg.collate_fn) else "process"
 
-    def _lease(self) -> tuple[Any, int, Callable[[], None]]:
-        return self._workers.lease(self)
+    def _lease(self) -> tuple[Executor, int, Callable[[], None]]:
+        cfg, mode = self._config, self._resolved_mode()
+
+        def start(n: int) -> Executor:
+            init_arg = cfg.worker_init_arg(self) if cfg.worker_init_arg is not None else None
+            return make_executor(mode, worker_spec(cfg, self._dataset, init_arg, n), cfg)
+
+        return self._workers.lease(start)
 
     def close(self) -> None:
         """End the loader's worker threads or processes (idempotent).

@@ -11,10 +11,9 @@ from typing import Any
 
 from ._batch_sampler_plan import BatchSamplerPlan
 from ._batching.builder import BatchBuilder
-from ._config import LoaderConfig
+from ._config import DEFAULT_DEPTH, LoaderConfig
 from ._dataset import Dataset, IterDataset
 from ._plan import MapPlan
-from ._prefetch import DEFAULT_DEPTH
 from ._sampling.base import Sampler
 from ._sampling.shard import Shard
 from ._stream_plan import StreamPlan
@@ -42,7 +41,6 @@ def epoch_plan(
             cfg.batch_size or 1,
             pool_slots=pool_slots,
             on_error=cfg.on_error,
-            max_errors=cfg.max_errors,
         )
     if isinstance(ds, IterDataset):
         return StreamPlan(

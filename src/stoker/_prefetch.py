@@ -21,10 +21,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
-from ._exec.jobs import Done, Job
+from ._config import DEFAULT_DEPTH
 from ._exec.threads import contained
 from ._watchdog import Watchdog
 from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
@@ -32,7 +31,6 @@ from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
 __all__ = [
     "DEFAULT_DEPTH",
     "THREAD_THRESHOLD",
-    "Executor",
     "Prefetcher",
     "is_batch_error",
     "remaining",
@@ -40,14 +38,6 @@ __all__ = [
 ]
 
 Item = tuple[Any, dict[str, Any], int]
-
-
-class Executor(Protocol):
-    """What the job window needs from the thread and process executors."""
-
-    def submit(self, job: Job) -> Future[Done]: ...
-
-    def cancel(self, token: int) -> None: ...
 
 
 T = TypeVar("T")
@@ -78,14 +68,13 @@ class Raised:
         self.error = error
 
 
-DEFAULT_DEPTH = 2
 THREAD_THRESHOLD = 200e-6
 _PROBES = 4
 _JOIN_SECONDS = 5.0
 
 
 class Prefetcher(Generic[T]):
-    """Runs ``produce`` (None means "no more") ahead of :meth:`get`.
+    """Runs ``produce`` (None, or raising ``StopIteration``, means "no more") ahead of :meth:`get`.
 
     Example:
         >>> items = iter(range(3))
@@ -172,6 +161,8 @@ class Prefetcher(Generic[T]):
         start = time.perf_counter()
         try:
             item = self._produce()
+        except StopIteration:
+            item = None
         except LoaderTimeout:
             raise  # the producer is waiting on workers: asking again may succeed
         except BaseException as exc:
@@ -206,6 +197,8 @@ class Prefetcher(Generic[T]):
             start = time.perf_counter()
             try:
                 item = self._produce()
+            except StopIteration:
+                item = None
             except BaseException as raised:
                 exc = contained(raised, "the prefetch thread")  # sys.exit() ends no program
                 if isinstance(exc, KeyboardInterrupt):

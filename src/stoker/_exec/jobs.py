@@ -11,7 +11,6 @@ a thread or a process.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ EMPTY: Any = SKIP
 """The result of a ``build`` job whose records were all skipped."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Job:
     """Read ``parts`` (a context and indices each) for batch ``seq`` of epoch ``epoch``.
 
@@ -103,6 +102,8 @@ class Tally:
         """Add a worker's timings and skipped records."""
         self.fetch_seconds += done.fetch_seconds
         self.collate_seconds += done.collate_seconds
+        if not done.skipped:
+            return
         for index, summary, exc in done.skipped:
             if len(self.skipped) >= self.max_errors:
                 exc.add_note(
@@ -113,7 +114,11 @@ class Tally:
 
     def finish(self, job: Job, done: Done) -> tuple[Any, dict[str, Any], int] | None:
         """A build job's (batch, state, records), or None when all were skipped."""
-        self.count(done)
+        if done.skipped:
+            self.count(done)
+        else:
+            self.fetch_seconds += done.fetch_seconds
+            self.collate_seconds += done.collate_seconds
         if done.value is EMPTY:
             return None
         return done.value, job.state or {}, job.count - len(done.skipped)
@@ -147,7 +152,15 @@ class Runtime:
         [5, 6]
     """
 
-    def __init__(self, spec: WorkerSpec, worker_id: int, mode: str, pool: BufferPool | None):
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        worker_id: int,
+        mode: str,
+        pool: BufferPool | None,
+        *,
+        split: bool = False,
+    ) -> None:
         self.spec = spec
         self.info = WorkerInfo(
             id=worker_id,
@@ -165,10 +178,8 @@ class Runtime:
             spec.batch_size,
             pool=pool,
             on_error=spec.on_error,
-            max_errors=sys.maxsize,
-            split=False,
+            split=split,
         )
-        self.builder.keep_errors = True
         self._streams: dict[tuple[int, int], StreamCursor[Any]] = {}
         self._batched = spec.batched
 
@@ -187,13 +198,15 @@ class Runtime:
             return self._read_stream(job)
         if job.kind == "build":
             try:
-                value = self.builder.build(list(job.parts), job.where, empty=EMPTY)
+                value = self.builder.build(job.parts, job.where, empty=EMPTY)
             except Exception as exc:
                 add_batch_index(exc, job.seq)
                 raise
         else:
             ((ctx, indices),) = job.parts
             value = self.builder.records(ctx, indices, job.where)
+        if len(counters.errors) == skipped:  # nothing skipped (the usual case)
+            return Done(value, counters.fetch_seconds - fetch, counters.collate_seconds - collate)
         return Done(
             value,
             counters.fetch_seconds - fetch,

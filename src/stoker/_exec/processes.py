@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .diagnosis import crash_message, dump_stacks
+from .executor import cancel_future
 from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
 from .queue import QueuedExecutor
@@ -367,7 +368,7 @@ class ProcessExecutor(QueuedExecutor):
                 with contextlib.suppress(OSError):
                     worker.conn.send_bytes(pickle.dumps(("stop",)))
         for _, future in queued:
-            future.cancel()
+            cancel_future(future)
         for _, future, _ in held:
             if not future.done():
                 future.set_exception(
