@@ -32,17 +32,18 @@ RANKS: dict[str, int] = {
     # leaves every stage may use
     "errors": 0,
     "_rng": 0,
-    "_context": 0,
     "_worker_info": 0,
     "_torch_types": 0,
     "_stats": 0,
     "_watchdog": 0,
     "_typing": 0,
+    "_shm": 0,
+    "_deadline": 0,
     # description of a loader
     "_config": 1,
     "_state": 1,
     "_hosts": 1,
-    "_sampling.shard": 1,
+    "_context": 1,
     # stage 1-4
     "_dataset": 2,
     "_sources": 3,
@@ -180,8 +181,7 @@ def allowed(a: str, b: str) -> bool:
 def is_chaining_circle(comp: list[str]) -> bool:
     """A circle made only of ``_dataset`` and the nodes its chaining methods build."""
     return "_dataset" in comp and all(
-        m == "_dataset" or m.startswith(("_transforms", "_sources", "_sampling.shard"))
-        for m in comp
+        m == "_dataset" or m.startswith(("_transforms", "_sources")) for m in comp
     )
 
 

@@ -10,9 +10,8 @@ import numpy as np
 from ._batching.builder import BatchBuilder
 from ._context import Context
 from ._exec.jobs import Job
-from ._hosts import ONE_HOST, host_slice
+from ._hosts import ONE_HOST, Shard, host_slice
 from ._plan import _Plan
-from ._sampling.shard import Shard
 from .errors import StateError
 
 __all__ = ["BatchSamplerPlan"]

@@ -6,8 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._hosts import is_distributed_sampler
-from ._sampling.shard import Shard
+from ._hosts import Shard, is_distributed_sampler
 from .errors import ConfigError, NotSupportedError
 
 __all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]

@@ -18,14 +18,13 @@ from ._exec.executor import Executor
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
 from ._exec.make import make_executor, worker_spec
-from ._hosts import resolve_hosts
+from ._hosts import Shard, resolve_hosts
 from ._iterator import LoaderIterator, StateBox
 from ._plans import epoch_plan
 from ._sampling.base import Sampler
 from ._sampling.foreign import as_sampler
 from ._sampling.random import RandomSampler
 from ._sampling.sequential import SequentialSampler
-from ._sampling.shard import Shard
 from ._sources.wrap import as_dataset
 from ._state import check_state, loader_header
 from .errors import ConfigError

@@ -28,13 +28,12 @@ from typing import Any
 import numpy as np
 
 from ._context import Context
+from ._deadline import remaining, timeout_error
 from ._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
 from ._exec.executor import Executor
 from ._exec.jobs import EMPTY, Done, Job
-from ._hosts import ONE_HOST
+from ._hosts import ONE_HOST, Shard
 from ._plan import Item, _Plan
-from ._prefetch import remaining, timeout_error
-from ._sampling.shard import Shard
 from .errors import StateError
 
 __all__ = ["StreamParts"]

@@ -33,11 +33,10 @@ import numpy as np
 
 from ._batching.builder import BatchBuilder
 from ._context import SKIP, Context
+from ._deadline import timeout_error
 from ._exec.jobs import Done, Job
-from ._hosts import ONE_HOST, host_slice
-from ._prefetch import timeout_error
+from ._hosts import ONE_HOST, Shard, host_slice
 from ._sampling.base import Sampler, SamplerCursor
-from ._sampling.shard import Shard
 from .errors import LoaderTimeout, StateError
 
 __all__ = ["ChunkReader", "Filler", "Item", "MapPlan"]

@@ -13,9 +13,9 @@ from ._batch_sampler_plan import BatchSamplerPlan
 from ._batching.builder import BatchBuilder
 from ._config import DEFAULT_DEPTH, LoaderConfig
 from ._dataset import Dataset, IterDataset
+from ._hosts import Shard
 from ._plan import MapPlan
 from ._sampling.base import Sampler
-from ._sampling.shard import Shard
 from ._stream_plan import StreamPlan
 
 __all__ = ["epoch_plan"]

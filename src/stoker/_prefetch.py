@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from ._config import DEFAULT_DEPTH
+from ._deadline import remaining, timeout_error
 from ._exec.threads import contained
 from ._watchdog import Watchdog
 from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
@@ -259,17 +260,3 @@ class Prefetcher(Generic[T]):
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(_JOIN_SECONDS)
-
-
-def remaining(deadline: float | None) -> float | None:
-    """Seconds left until ``deadline`` (a ``perf_counter`` time; None: no limit)."""
-    return None if deadline is None else max(0.0, deadline - time.perf_counter())
-
-
-def timeout_error(seconds: float | None) -> LoaderTimeout:
-    """The error for ``timeout=seconds`` passing with nothing ready, and what to do."""
-    return LoaderTimeout(
-        f"no batch arrived within timeout={seconds} s; the dataset or a map function may "
-        "be stuck, or a worker is busy with a slow record (raise timeout=, or find the "
-        "slow record with it.stats())"
-    )

@@ -15,10 +15,11 @@ from concurrent.futures import FIRST_COMPLETED, CancelledError, Future
 from concurrent.futures import wait as futures_wait
 from typing import Any
 
+from ._deadline import remaining, timeout_error
 from ._exec.executor import Executor, cancel_future
 from ._exec.inline import DeferredFuture
 from ._exec.jobs import Done, Job
-from ._prefetch import Item, remaining, timeout_error
+from ._prefetch import Item
 from ._watchdog import Watchdog
 from .errors import IteratorFailed
 

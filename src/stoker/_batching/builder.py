@@ -19,8 +19,8 @@ import numpy as np
 
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
-from .._exec.gather import SPLIT_BYTES, SplitGather
 from .collate import default_collate
+from .gather import SPLIT_BYTES, SplitGather
 from .pad import column_collate
 from .pool import BufferPool
 from .tree import flatten
@@ -175,7 +175,7 @@ class BatchBuilder:
             self.counters.collate_seconds += time.perf_counter() - start
 
     def _maybe_split(self, batch: Any) -> None:
-        # Large planned gathers are split across cores (see stoker._exec.gather).
+        # Large planned gathers are split across cores (see stoker._batching.gather).
         if self._split is None and self._may_split and self._pool.slots:
             leaves, _ = flatten(batch)
             if sum(leaf.nbytes for leaf in leaves) >= SPLIT_BYTES:
