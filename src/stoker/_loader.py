@@ -182,6 +182,7 @@ class DataLoader(Generic[B]):
         if self._hosts.count > 1:
             may_skip = isinstance(self._dataset, Dataset) and self._dataset._may_skip
             self._config.check_for_hosts(self._hosts.count, may_skip=may_skip)
+        self._mode = self._resolve_mode()  # the worker mode, decided once
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
         self._box = StateBox(None)
@@ -190,7 +191,10 @@ class DataLoader(Generic[B]):
     # -- workers ------------------------------------------------------------------
 
     def _resolved_mode(self) -> str:
-        """The execution mode: "inline", "thread" or "process" ("auto" decided)."""
+        """The execution mode: "inline", "thread" or "process" ("auto" decided once)."""
+        return self._mode
+
+    def _resolve_mode(self) -> str:
         cfg = self._config
         if cfg.num_workers == 0:
             return "inline"

@@ -8,6 +8,7 @@ used the two ways the loader uses them: straight (``submit`` / ``cancel`` /
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -118,6 +119,28 @@ def test_a_state_resumes_exactly_in_every_executor(entry: Entry, ordered: bool) 
         got = head + rest
         key = sorted if not ordered else list
         assert key(b.tolist() for b in got) == key(b.tolist() for b in expected), other
+
+
+def test_the_window_depth_may_change_between_batches(entry: Entry) -> None:
+    expected = inline_reference(1)
+    with loader_for(entry, prefetch=0 if entry.num_workers == 0 else None) as loader:
+        it = iter(loader)
+        window = it._jobs  # what a tuner of the depth holds
+        assert window is not None
+        got, states = [], []
+        for depth in itertools.cycle([1, 5, 2, 8, 1, 3]):
+            window.depth = depth
+            try:
+                got.append(next(it))
+            except StopIteration:
+                break
+            states.append(it.state_dict())
+    assert [b.tolist() for b in got] == [b.tolist() for b in expected]
+    with loader_for(Entry("inline", 0)) as plain:
+        it = iter(plain)
+        for batch, state in zip(expected, states, strict=True):
+            assert next(it).tolist() == batch.tolist()
+            assert it.state_dict() == state
 
 
 # -- cancellation, errors, close -----------------------------------------------------------------
