@@ -53,11 +53,6 @@ RANKS: dict[str, int] = {
     "_batching": 6,
     # 2-4 as the parent sees them
     "_epoch": 7,
-    "_plan": 7,
-    "_plans": 7,
-    "_batch_sampler_plan": 7,
-    "_stream_plan": 7,
-    "_parts": 7,
     # 5: executors
     "_exec": 8,
     # 6: the window

@@ -18,10 +18,6 @@ SCRIPT = ROOT / "bench" / "import_graph.py"
 
 # Imports that still run back up (importer, imported), to be paid off.
 KNOWN_BACK_UP = {
-    ("_batch_sampler_plan", "_exec.jobs"),  # Job belongs with the epoch plans
-    ("_parts", "_exec.executor"),
-    ("_parts", "_exec.jobs"),
-    ("_plan", "_exec.jobs"),
     ("_sources.hf", "_transforms.stream"),  # the stream node base belongs below sources
     ("_sources.image_folder", "vision._decode"),
     ("_sources.iterable", "_transforms.stream"),

@@ -8,7 +8,7 @@
 its own: the framework's runtime must already be up (``jax.distributed.initialize``
 or ``torch.distributed.init_process_group``) when the loader is built.
 
-Each host then reads only its slice of every global batch (see ``_plan.py``).
+Each host then reads only its slice of every global batch (see ``_epoch/plan.py``).
 """
 
 from __future__ import annotations

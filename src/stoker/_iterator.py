@@ -26,13 +26,13 @@ from typing_extensions import TypeVar
 from ._batching.builder import BatchBuilder
 from ._config import DEFAULT_DEPTH
 from ._dataset import IterDataset
+from ._epoch.parts import StreamParts
+from ._epoch.plan import ChunkReader
+from ._epoch.stream import StreamPlan
 from ._exec.jobs import Tally
 from ._exec.make import make_executor, worker_spec
-from ._parts import StreamParts
-from ._plan import ChunkReader
 from ._prefetch import Prefetcher, is_batch_error
 from ._stats import LoaderStats, bottleneck_verdict
-from ._stream_plan import StreamPlan
 from ._watchdog import Watchdog, describe_jobs, thread_stack
 from ._window import JobWindow
 from .errors import IteratorFailed, LoaderTimeout

@@ -14,13 +14,13 @@ from typing_extensions import TypeVar
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
 from ._dataset import Dataset, IterDataset
+from ._epoch.choose import epoch_plan
 from ._exec.executor import Executor
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
 from ._exec.make import make_executor, worker_spec
 from ._hosts import Shard, resolve_hosts
 from ._iterator import LoaderIterator, StateBox
-from ._plans import epoch_plan
 from ._sampling.base import Sampler
 from ._sampling.foreign import as_sampler
 from ._sampling.random import RandomSampler

@@ -21,12 +21,12 @@ from concurrent.futures import Future
 from concurrent.futures._base import CANCELLED
 from typing import Protocol
 
-from .jobs import Done, Job
+from .._epoch.jobs import Done, Job, Submits
 
 __all__ = ["Executor", "cancel_future"]
 
 
-class Executor(Protocol):
+class Executor(Submits, Protocol):
     """Runs jobs; the window decides how many are in flight and in which order they are read.
 
     Example:

@@ -13,75 +13,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any
 
 from .._batching.builder import BatchBuilder, add_batch_index, add_location
 from .._batching.pool import BufferPool
-from .._context import SKIP, Context
 from .._dataset import Dataset, IterDataset, StreamCursor
+from .._epoch.jobs import EMPTY, Done, Job
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 
 __all__ = ["EMPTY", "Done", "Job", "Runtime", "Tally", "WorkerSpec"]
-
-JobKind = Literal["build", "records", "stream"]
-
-EMPTY: Any = SKIP
-"""The result of a ``build`` job whose records were all skipped."""
-
-
-@dataclass(slots=True, eq=False)
-class Job:
-    """Read ``parts`` (a context and indices each) for batch ``seq`` of epoch ``epoch``.
-
-    ``state`` is the loader state right after this job's batch (None for ``records``
-    jobs, whose batches are formed by the parent). ``token`` names the iterator the
-    job belongs to. Only the fields a worker needs cross to a process.
-    """
-
-    seq: int
-    kind: JobKind
-    parts: tuple[tuple[Context, np.ndarray], ...]
-    where: str
-    state: dict[str, Any] | None = None
-    count: int = 0
-    token: int = 0
-    part: int = -1  # stream jobs: the part (and the worker that owns it)
-    open_state: dict[str, Any] | None = None  # stream jobs: where the part starts
-
-    def for_worker(self) -> Job:
-        """This job without the parent-side state (what is sent to a process)."""
-        return Job(
-            self.seq,
-            self.kind,
-            self.parts,
-            self.where,
-            None,
-            self.count,
-            self.token,
-            self.part,
-            self.open_state,
-        )
-
-
-@dataclass(slots=True)
-class Done:
-    """What a worker hands back for a job.
-
-    ``value`` is the batch (``EMPTY`` when every record was skipped) for a build
-    job, or the list of records (``SKIP`` for removed ones) for a records job.
-    ``skipped`` holds (sample index, summary, exception) per record skipped under
-    ``on_error="skip"``; the parent counts them against ``max_errors`` in order.
-    """
-
-    value: Any
-    fetch_seconds: float = 0.0
-    collate_seconds: float = 0.0
-    skipped: list[tuple[int, str, BaseException]] = field(default_factory=list)
-    states: list[dict[str, Any]] | None = None  # stream jobs: the part's state after each item
-    count: int = 0  # stream jobs: records read
 
 
 class Tally:
@@ -144,7 +85,8 @@ class Runtime:
     """Runs jobs for one worker (thread or process).
 
     Example:
-        >>> import stoker as sk
+        >>> import numpy as np, stoker as sk
+        >>> from stoker._context import Context
         >>> spec = WorkerSpec(sk.range(10), None, 4, "raise", 0, 1, None, None)
         >>> rt = Runtime(spec, worker_id=0, mode="thread", pool=None)
         >>> job = Job(0, "build", ((Context(), np.array([5, 6])),), "batch 0")

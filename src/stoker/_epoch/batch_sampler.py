@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from ._batching.builder import BatchBuilder
-from ._context import Context
-from ._exec.jobs import Job
-from ._hosts import ONE_HOST, Shard, host_slice
-from ._plan import _Plan
-from .errors import StateError
+from .._batching.builder import BatchBuilder
+from .._context import Context
+from .._hosts import ONE_HOST, Shard, host_slice
+from ..errors import StateError
+from .jobs import Job
+from .plan import _Plan
 
 __all__ = ["BatchSamplerPlan"]
 

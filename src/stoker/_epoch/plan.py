@@ -31,13 +31,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ._batching.builder import BatchBuilder
-from ._context import SKIP, Context
-from ._deadline import timeout_error
-from ._exec.jobs import Done, Job
-from ._hosts import ONE_HOST, Shard, host_slice
-from ._sampling.base import Sampler, SamplerCursor
-from .errors import LoaderTimeout, StateError
+from .._batching.builder import BatchBuilder
+from .._context import SKIP, Context
+from .._deadline import timeout_error
+from .._hosts import ONE_HOST, Shard, host_slice
+from .._sampling.base import Sampler, SamplerCursor
+from ..errors import LoaderTimeout, StateError
+from .jobs import Done, Job
 
 __all__ = ["ChunkReader", "Filler", "Item", "MapPlan"]
 
