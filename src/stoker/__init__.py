@@ -19,6 +19,7 @@ from ._dataset import Dataset as Dataset
 from ._dataset import IterDataset as IterDataset
 from ._elastic import merge_host_states as merge_host_states
 from ._exec.gil import releases_gil as releases_gil
+from ._hosts import Shard as Shard
 from ._iterator import LoaderIterator as LoaderIterator
 from ._loader import DataLoader as DataLoader
 from ._progress import Progress as Progress
@@ -29,7 +30,6 @@ from ._sampling.chunked import ChunkedShuffleSampler as ChunkedShuffleSampler
 from ._sampling.foreign import ForeignSampler as ForeignSampler
 from ._sampling.random import RandomSampler as RandomSampler
 from ._sampling.sequential import SequentialSampler as SequentialSampler
-from ._sampling.shard import Shard as Shard
 from ._sampling.weighted import WeightedSampler as WeightedSampler
 from ._sources.arrays import from_arrays as from_arrays
 from ._sources.arrow import from_arrow as from_arrow

@@ -6,14 +6,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._hosts import is_distributed_sampler
-from ._sampling.shard import Shard
+from ._hosts import Shard, is_distributed_sampler
 from .errors import ConfigError, NotSupportedError
 
 __all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]
 
 LAST_BATCH_MODES = ("keep", "drop", "rollover")
 WORKER_MODES = ("inline", "thread", "process", "ray", "auto")
+DEFAULT_DEPTH = 2
+"""Batches built ahead by the inline prefetch thread when it runs."""
 START_METHODS = ("forkserver", "spawn", "fork")
 ON_ERROR_MODES = ("raise", "skip")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ._sampling.shard import Shard
+from ._hosts import Shard
 
 _WHOLE = Shard(0, 1)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._sampling.shard import Shard
+from ._hosts import Shard
 from ._transforms.stream import StreamNode
 from .errors import StateError
 

@@ -1,4 +1,6 @@
-"""Which host this loader runs on: ``shard=`` resolved to an :class:`~stoker.Shard`.
+"""``Shard`` (which part of the data one host or worker reads), and which host this is.
+
+``shard=`` is resolved here to an :class:`~stoker.Shard`.
 
 ``shard=sk.Shard(index, count)`` names the host directly; ``"jax"`` asks
 ``jax.process_index()`` / ``jax.process_count()`` and ``"torch"`` asks
@@ -6,18 +8,46 @@
 its own: the framework's runtime must already be up (``jax.distributed.initialize``
 or ``torch.distributed.init_process_group``) when the loader is built.
 
-Each host then reads only its slice of every global batch (see ``_plan.py``).
+Each host then reads only its slice of every global batch (see ``_epoch/plan.py``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from ._sampling.shard import Shard
 from ._torch_types import is_torch_data
 from .errors import ConfigError
 
-__all__ = ["ONE_HOST", "host_slice", "resolve_hosts"]
+__all__ = ["ONE_HOST", "Shard", "host_slice", "resolve_hosts"]
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Part ``index`` of ``count`` equal parts.
+
+    Example:
+        >>> Shard(1, 4)
+        Shard(index=1, count=4)
+
+    Errors:
+        ConfigError: ``count < 1`` or ``index`` outside ``[0, count)``.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.count, int) or isinstance(self.count, bool) or self.count < 1:
+            raise ConfigError(f"Shard count must be an int >= 1, got {self.count!r}")
+        if not isinstance(self.index, int) or isinstance(self.index, bool):
+            raise ConfigError(f"Shard index must be an int, got {self.index!r}")
+        if not 0 <= self.index < self.count:
+            raise ConfigError(
+                f"Shard index must be in [0, {self.count}), got {self.index}: "
+                "use Shard(index, count) with 0 <= index < count"
+            )
+
 
 ONE_HOST = Shard(0, 1)
 

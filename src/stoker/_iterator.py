@@ -1,9 +1,15 @@
 """``LoaderIterator``: one pass over one epoch; it owns the work in flight.
 
-Reading ``LoaderIterator.__init__`` follows the data path: the sampler and the
-dataset's stages (stage 1-3, inside the plan), the batch builder with its planned
-buffers (stage 4), and the prefetch window (stage 6). Execution in workers (stage 5)
-is inline in this version.
+``LoaderIterator.__init__`` follows the data path: the epoch's plan (stages 2-4:
+which records make each batch, and the state after it), an executor (stage 5:
+``stoker._exec.make.make_executor``; inline, thread or process, all behind one
+``Executor`` protocol) and the window of jobs in flight (stage 6:
+:class:`~stoker._window.JobWindow`; with inline loading, a prefetch thread may run
+it ahead). Two job sources do not plan one job per batch and keep their own
+reader over the same executors: a stream read by several workers
+(``StreamParts``: each worker owns the open cursor of its part) and batches filled
+past a filter (``ChunkReader``: chunks of records, batches formed in the parent).
+An inline stream is read on the calling (or prefetch) thread.
 """
 
 from __future__ import annotations
@@ -12,19 +18,22 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
+from ._config import DEFAULT_DEPTH
 from ._dataset import IterDataset
+from ._epoch.parts import StreamParts
+from ._epoch.plan import ChunkReader
+from ._epoch.stream import StreamPlan
 from ._exec.jobs import Tally
-from ._parts import StreamParts
-from ._plan import ChunkReader
-from ._prefetch import DEFAULT_DEPTH, Prefetcher, is_batch_error
+from ._exec.make import make_executor, worker_spec
+from ._prefetch import Prefetcher, is_batch_error
 from ._progress import Monitor, stats_while_alive
 from ._stats import LoaderStats, available_cores
-from ._stream_plan import StreamPlan
 from ._watchdog import Watchdog, describe_jobs, thread_stack
 from ._window import JobWindow
 from .errors import IteratorFailed, LoaderTimeout
@@ -102,7 +111,7 @@ class LoaderIterator(Generic[B]):
         self._reader: ChunkReader | None = None
         self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
         release: Callable[[], None] = _nothing
-        executor: Any = None  # stage 5, when there are workers
+        executor: Any = None  # stage 5
         # After an error of one batch (user code), next() goes on with the next batch;
         # paths that read ahead across batches (stream parts, filled batches) stop.
         self._keep_going = False
@@ -128,44 +137,62 @@ class LoaderIterator(Generic[B]):
             self._window = Prefetcher(  # stage 6: the parts' jobs are the window
                 self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"
             )
-        elif self._mode == "inline" or isinstance(self._plan, StreamPlan):
-            self._plan.skip_ahead(ahead)
-            depth = cfg.prefetch
-            if depth is None and cfg.timeout is not None:
-                depth = DEFAULT_DEPTH
+        elif isinstance(self._plan, StreamPlan):  # one stream read on this thread
             self._window = Prefetcher(  # stage 6
                 self._plan.next_item,
-                depth,
+                _inline_depth(cfg.prefetch, cfg.timeout),
                 cfg.timeout,
                 name=f"stoker-prefetch-epoch{epoch}",
                 keep_going=True,
             )
             self._keep_going = True
         else:
-            executor, token, release = loader._lease()  # stage 5
-            depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
+            inline = self._mode == "inline"
+            if inline:  # stage 5: batches built when asked for, on the asking thread
+                executor = make_executor("inline", worker_spec(cfg, loader._dataset), cfg)
+                token, release = 0, executor.close
+            else:
+                executor, token, release = loader._lease()  # stage 5
+            depth = 1 if inline else cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
             if self._plan.plans_jobs:
                 plan = self._plan
-                self._jobs = self._window = JobWindow(  # stage 6
-                    lambda: plan.next_job(token),
+                self._jobs = JobWindow(  # stage 6
+                    partial(plan.next_job, token),
                     self._tally.finish,
                     executor,
                     depth=depth,
                     ordered=cfg.ordered,
-                    timeout=cfg.timeout,
+                    timeout=None if inline else cfg.timeout,
                     start_state=plan.state(),
                     ahead=ahead,
                     token=token,
                 )
+                produce: Callable[[], Any] = self._jobs.get
                 self._keep_going = True
-            else:  # batches filled as records pass: workers read chunks ahead
+            else:  # batches filled as records pass: chunks of records read ahead
                 self._reader = ChunkReader(
-                    executor.submit, depth, token, self._tally.count, cfg.timeout
+                    executor.submit,
+                    depth,
+                    token,
+                    self._tally.count,
+                    None if inline else cfg.timeout,
                 )
                 self._plan.read_with(self._reader)
+                produce = self._plan.next_item
+                self._keep_going = inline
+            if inline:  # the prefetch thread, when it pays off, builds the batches
                 self._window = Prefetcher(
-                    self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"
+                    produce,
+                    _inline_depth(cfg.prefetch, cfg.timeout),
+                    cfg.timeout,
+                    name=f"stoker-prefetch-epoch{epoch}",
+                    keep_going=True,
                 )
+            elif self._jobs is not None:
+                self._window = self._jobs
+            else:
+                self._window = Prefetcher(produce, 0, None, name=f"stoker-prefetch-epoch{epoch}")
+        self._executor = executor
         parts = self._plan if isinstance(self._plan, StreamParts) else None
         self._watchdog: Watchdog | None = None
         if cfg.watchdog is not None:  # it looks in while next() waits in the window
@@ -180,9 +207,8 @@ class LoaderIterator(Generic[B]):
             self._reader or parts,
             release,
         )
-        self._executor = executor  # for the stats (restarts)
         self._box = box
-        start = self._plan.state() if self._jobs is None else self._jobs.state()
+        start = self._jobs.state() if self._jobs is not None else self._plan.state()
         box.state = start
         carry = start.get("carry")
         box.carry_len = len(carry) if isinstance(carry, list) else 0
@@ -241,7 +267,7 @@ class LoaderIterator(Generic[B]):
             self._failure = exc
             self._finalizer()
             raise
-        self._box.state = state if self._jobs is None else self._jobs.state()
+        self._box.state = state
         if self._batches == 0:
             self._first_batch = time.perf_counter() - self._created
         self._batches += 1
@@ -315,7 +341,9 @@ class LoaderIterator(Generic[B]):
                 depth = cfg.prefetch or 2 * workers
         work = tally.work_seconds if workers else produce
         busy = (work or fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
-        pool = self._builder.pool if self._builder is not None else None
+        pool = getattr(self._executor, "pool", None) if self._mode == "inline" else None
+        if pool is None and self._builder is not None:
+            pool = self._builder.pool
         return LoaderStats(
             batches=self._batches,
             samples=self._samples,
@@ -393,6 +421,13 @@ def _batches_left(loader: DataLoader[Any], start: dict[str, Any]) -> int | None:
     done = start.get("batches", 0)
     ahead = start.get("ahead", [])
     return max(0, total - (done if isinstance(done, int) else 0) - len(ahead))
+
+
+def _inline_depth(prefetch: int | None, timeout: float | None) -> int | None:
+    """Batches the inline prefetch thread builds ahead (None: decided by probing)."""
+    if prefetch is None and timeout is not None:
+        return DEFAULT_DEPTH  # the timeout watches the prefetch thread
+    return prefetch
 
 
 def _describer(

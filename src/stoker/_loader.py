@@ -14,16 +14,17 @@ from typing_extensions import TypeVar
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
 from ._dataset import Dataset, IterDataset
+from ._epoch.choose import epoch_plan
+from ._exec.executor import Executor
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
-from ._hosts import resolve_hosts
+from ._exec.make import make_executor, worker_spec
+from ._hosts import Shard, resolve_hosts
 from ._iterator import LoaderIterator, StateBox
-from ._plans import epoch_plan
 from ._sampling.base import Sampler
 from ._sampling.foreign import as_sampler
 from ._sampling.random import RandomSampler
 from ._sampling.sequential import SequentialSampler
-from ._sampling.shard import Shard
 from ._sources.wrap import as_dataset
 from ._state import check_state, loader_header
 from .errors import ConfigError
@@ -199,6 +200,7 @@ class DataLoader(Generic[B]):
         if self._hosts.count > 1:
             may_skip = isinstance(self._dataset, Dataset) and self._dataset._may_skip
             self._config.check_for_hosts(self._hosts.count, may_skip=may_skip)
+        self._mode = self._resolve_mode()  # the worker mode, decided once
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
         self._box = StateBox(None)
@@ -207,7 +209,10 @@ class DataLoader(Generic[B]):
     # -- workers ------------------------------------------------------------------
 
     def _resolved_mode(self) -> str:
-        """The execution mode: "inline", "thread", "process" or "ray" ("auto" decided)."""
+        """The execution mode: "inline", "thread", "process" or "ray" ("auto" decided once)."""
+        return self._mode
+
+    def _resolve_mode(self) -> str:
         cfg = self._config
         if cfg.num_workers == 0:
             return "inline"
@@ -215,8 +220,14 @@ class DataLoader(Generic[B]):
             return cfg.worker_mode
         return "thread" if pipeline_releases_gil(self._dataset, cfg.collate_fn) else "process"
 
-    def _lease(self) -> tuple[Any, int, Callable[[], None]]:
-        return self._workers.lease(self)
+    def _lease(self) -> tuple[Executor, int, Callable[[], None]]:
+        cfg, mode = self._config, self._resolved_mode()
+
+        def start(n: int) -> Executor:
+            init_arg = cfg.worker_init_arg(self) if cfg.worker_init_arg is not None else None
+            return make_executor(mode, worker_spec(cfg, self._dataset, init_arg, n), cfg)
+
+        return self._workers.lease(start)
 
     def close(self) -> None:
         """End the loader's worker threads or processes (idempotent).

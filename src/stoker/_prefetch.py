@@ -21,10 +21,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
-from ._exec.jobs import Done, Job
+from ._config import DEFAULT_DEPTH
+from ._deadline import remaining, timeout_error
 from ._exec.threads import contained
 from ._watchdog import Watchdog
 from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
@@ -32,7 +32,6 @@ from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
 __all__ = [
     "DEFAULT_DEPTH",
     "THREAD_THRESHOLD",
-    "Executor",
     "Prefetcher",
     "is_batch_error",
     "remaining",
@@ -40,14 +39,6 @@ __all__ = [
 ]
 
 Item = tuple[Any, dict[str, Any], int]
-
-
-class Executor(Protocol):
-    """What the job window needs from the thread and process executors."""
-
-    def submit(self, job: Job) -> Future[Done]: ...
-
-    def cancel(self, token: int) -> None: ...
 
 
 T = TypeVar("T")
@@ -78,14 +69,13 @@ class Raised:
         self.error = error
 
 
-DEFAULT_DEPTH = 2
 THREAD_THRESHOLD = 200e-6
 _PROBES = 4
 _JOIN_SECONDS = 5.0
 
 
 class Prefetcher(Generic[T]):
-    """Runs ``produce`` (None means "no more") ahead of :meth:`get`.
+    """Runs ``produce`` (None, or raising ``StopIteration``, means "no more") ahead of :meth:`get`.
 
     Example:
         >>> items = iter(range(3))
@@ -173,6 +163,8 @@ class Prefetcher(Generic[T]):
         start = time.perf_counter()
         try:
             item = self._produce()
+        except StopIteration:
+            item = None
         except LoaderTimeout:
             raise  # the producer is waiting on workers: asking again may succeed
         except BaseException as exc:
@@ -211,6 +203,8 @@ class Prefetcher(Generic[T]):
             start = time.perf_counter()
             try:
                 item = self._produce()
+            except StopIteration:
+                item = None
             except BaseException as raised:
                 exc = contained(raised, "the prefetch thread")  # sys.exit() ends no program
                 if isinstance(exc, KeyboardInterrupt):
@@ -271,17 +265,3 @@ class Prefetcher(Generic[T]):
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(_JOIN_SECONDS)
-
-
-def remaining(deadline: float | None) -> float | None:
-    """Seconds left until ``deadline`` (a ``perf_counter`` time; None: no limit)."""
-    return None if deadline is None else max(0.0, deadline - time.perf_counter())
-
-
-def timeout_error(seconds: float | None) -> LoaderTimeout:
-    """The error for ``timeout=seconds`` passing with nothing ready, and what to do."""
-    return LoaderTimeout(
-        f"no batch arrived within timeout={seconds} s; the dataset or a map function may "
-        "be stuck, or a worker is busy with a slow record (raise timeout=, or find the "
-        "slow record with it.stats())"
-    )

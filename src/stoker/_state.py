@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._sampling.shard import Shard
+from ._hosts import Shard
 from .errors import StateError
 
 if TYPE_CHECKING:

@@ -1,7 +1,9 @@
 """``JobWindow``: one bounded window of jobs in flight on an executor (stage 6).
 
 The parent plans every job; the window keeps up to ``depth`` of them in work and
-hands their batches out in order (a reorder buffer) or as they finish.
+hands their batches out in order (a reorder buffer) or as they finish. It serves
+every executor: the inline one builds a batch when the window asks for its result
+(``DeferredFuture.run``) instead of the window waiting for it.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from concurrent.futures import FIRST_COMPLETED, CancelledError, Future
 from concurrent.futures import wait as futures_wait
 from typing import Any
 
+from ._deadline import remaining, timeout_error
+from ._exec.executor import Executor, cancel_future
+from ._exec.inline import DeferredFuture
 from ._exec.jobs import Done, Job
-from ._prefetch import Executor, Item, remaining, timeout_error
+from ._prefetch import Item
 from ._watchdog import Watchdog
 from .errors import IteratorFailed
 
@@ -34,10 +39,13 @@ class JobWindow:
     """Up to ``depth`` jobs in flight on an executor; their batches in order or as they finish.
 
     ``next_job()`` plans the next job (None: no more); ``finish(job, done)`` turns a
-    worker's result into an item, or None for a batch that turned out empty. With
+    worker's result into an item, or None for a batch that turned out empty. An
+    item's state is the window's :meth:`state` once it is handed out. With
     ``ordered=False`` a finished batch is handed out before an earlier one still in
     work; the state then names the batches handed out ahead of the first missing
-    one (``"ahead"``), so a restore skips exactly those.
+    one (``"ahead"``), so a restore skips exactly those (in any mode). ``depth``
+    may be changed between two :meth:`get` calls; it changes only how far ahead
+    jobs are submitted, never which batches come out or the states.
 
     Example:
         >>> import numpy as np, stoker as sk
@@ -116,6 +124,8 @@ class JobWindow:
 
     def state(self) -> dict[str, Any]:
         """The state after the batches handed out so far."""
+        if not self._out:
+            return self._low_state
         ahead = sorted(s for s in self._out if self._low is None or s >= self._low)
         return {**self._low_state, "ahead": ahead} if ahead else self._low_state
 
@@ -127,19 +137,27 @@ class JobWindow:
                 return
             if self._low is None:
                 self._low = job.seq
-            if job.state is not None:
-                self._states[job.seq] = job.state
             if job.seq in self._skip:
                 self._skip.discard(job.seq)
-                self._handed_out(job.seq)
+                self._handed_out(job)
                 continue
-            self._submitted[job.seq] = time.perf_counter()
+            submitted = time.perf_counter()
             future = self._executor.submit(job)
-            future.add_done_callback(_stamp(self._finished_at, job.seq))
+            if not isinstance(future, DeferredFuture):  # built when asked for: no latency
+                self._submitted[job.seq] = submitted
+                future.add_done_callback(_stamp(self._finished_at, job.seq))
             self._inflight.append((job, future))
 
-    def _handed_out(self, seq: int) -> None:
+    def _handed_out(self, job: Job) -> None:
+        seq = job.seq
+        if seq == self._low and not self._out:  # in order: the usual case
+            if job.state is not None:
+                self._low_state = job.state
+            self._low = seq + 1
+            return
         self._out.add(seq)
+        if job.state is not None:
+            self._states[seq] = job.state
         while self._low is not None and self._low in self._out:
             self._out.discard(self._low)
             self._low_state = self._states.pop(self._low, self._low_state)
@@ -147,11 +165,13 @@ class JobWindow:
 
     def _take(self, deadline: float | None) -> tuple[Job, Future[Done]]:
         if self.ordered:
-            _job, future = self._inflight[0]
-            self._wait([future], deadline)
+            pair = self._inflight[0]
+            future = pair[1]
             if not future.done():
-                raise timeout_error(self._timeout)
-            return self._inflight[0]
+                self._wait([future], deadline)
+                if not future.done():
+                    raise timeout_error(self._timeout)
+            return pair
         finished = [pair for pair in self._inflight if pair[1].done()]
         if not finished:
             self._wait([f for _, f in self._inflight], deadline)
@@ -181,13 +201,21 @@ class JobWindow:
             while True:
                 if self._closed:
                     raise StopIteration
-                self._top_up()
-                if not self._inflight:
-                    raise StopIteration
+                if len(self._inflight) < self.depth:
+                    self._top_up()
+                    if not self._inflight:
+                        raise StopIteration
                 self._waiting = True
-                job, future = self._take(deadline)  # still in flight: Ctrl-C loses nothing
+                head = self._inflight[0]
+                if isinstance(head[1], DeferredFuture):  # built below, by asking for it
+                    job, future = head
+                else:
+                    job, future = self._take(deadline)  # in flight: Ctrl-C loses nothing
                 self._waiting = False
-                self._inflight.remove((job, future))
+                if head[1] is future:
+                    self._inflight.popleft()
+                else:
+                    self._inflight.remove((job, future))
                 submitted = self._submitted.pop(job.seq, start)
                 self.latency_seconds += self._finished_at.pop(job.seq, start) - submitted
                 try:
@@ -198,12 +226,14 @@ class JobWindow:
                         "the loader's workers were closed while this iterator was reading"
                     ) from None
                 except BaseException:
-                    self._handed_out(job.seq)  # the batch is gone; the next one may follow
+                    self._handed_out(job)  # the batch is gone; the next one may follow
+                    del future  # the traceback keeps this frame: no cycle through the future
                     raise
-                self._handed_out(job.seq)
-                self._top_up()
+                self._handed_out(job)
+                if len(self._inflight) < self.depth:
+                    self._top_up()
                 if item is not None:
-                    return item
+                    return item if not self._out else (item[0], self.state(), item[2])
         except KeyboardInterrupt:
             if not self._waiting:
                 self.intact = False
@@ -229,5 +259,5 @@ class JobWindow:
         self._closed = True
         self._executor.cancel(self._token)
         for _, future in self._inflight:
-            future.cancel()
+            cancel_future(future)
         self._inflight.clear()

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from stoker._exec.shm import (
+from stoker._shm import (
     PREFIX,
     Segment,
     SegmentHandle,

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import stoker as sk
-from stoker._exec.gather import SPLIT_BYTES
+from stoker._batching.gather import SPLIT_BYTES
 
 
 def test_large_batches_split_across_threads_are_identical(no_thread_leak):

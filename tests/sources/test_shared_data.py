@@ -14,7 +14,7 @@ import pytest
 
 import stoker as sk
 from stoker._context import Context
-from stoker._exec.shm import PREFIX, sharing_available, sharing_for_workers
+from stoker._shm import PREFIX, sharing_available, sharing_for_workers
 from stoker._sources.shared import SharedArray, SharedRecords
 
 pytestmark = pytest.mark.skipif(not sharing_available(), reason="needs memfd and /proc")

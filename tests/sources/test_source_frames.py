@@ -99,7 +99,7 @@ def test_list_columns_become_arrays():
 
 
 def test_process_workers_share_one_copy_of_the_table():
-    from stoker._exec.shm import sharing_for_workers
+    from stoker._shm import sharing_for_workers
 
     ds = sk.from_arrow(pa.table({"x": np.arange(100_000, dtype=np.int64)}))
     plain = pickle.dumps(ds)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,9 +19,9 @@ import numpy as np
 
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
-from .._exec.gather import SPLIT_BYTES, SplitGather
 from .._stats import transform_time
 from .collate import default_collate
+from .gather import SPLIT_BYTES, SplitGather
 from .pad import column_collate
 from .pool import BufferPool
 from .tree import flatten
@@ -37,7 +37,7 @@ class BuildCounters:
     collate_seconds: float = 0.0
     transform_seconds: float = 0.0  # the part of fetch_seconds spent in map functions
     skipped: list[tuple[int, str]] = field(default_factory=list)
-    errors: list[BaseException] = field(default_factory=list)  # with ``keep_errors``
+    errors: list[BaseException] = field(default_factory=list)  # one per skipped record
 
 
 def add_location(exc: BaseException, sample_index: int | None, where: str) -> None:
@@ -90,16 +90,13 @@ class BatchBuilder:
         pool_slots: int = 4,
         pool: BufferPool | None = None,
         on_error: str = "raise",
-        max_errors: int = 0,
         split: bool = True,
     ) -> None:
         self._dataset: Dataset[Any] = dataset if dataset is not None else _NoRecords()
         self._collate_fn = collate_fn
         self._pool = pool if pool is not None else BufferPool(batch_size, pool_slots)
         self._may_split = split
-        self.keep_errors = False  # keep each skipped record's exception in counters.errors
         self._on_error = on_error
-        self._max_errors = max_errors
         self._gathers = collate_fn is None and on_error == "raise"
         # pad_collate over a table source: the batch is padded from its columns.
         self._by_columns = column_collate(collate_fn) if on_error == "raise" else None
@@ -116,7 +113,9 @@ class BatchBuilder:
     def pool(self) -> BufferPool:
         return self._pool
 
-    def build(self, parts: list[tuple[Context, np.ndarray]], where: str, empty: Any = None) -> Any:
+    def build(
+        self, parts: Sequence[tuple[Context, np.ndarray]], where: str, empty: Any = None
+    ) -> Any:
         """The batch made of the records at each part's indices, in order.
 
         ``empty`` is returned when every record was skipped (filters, ``on_error``).
@@ -178,7 +177,7 @@ class BatchBuilder:
             self.counters.collate_seconds += time.perf_counter() - start
 
     def _maybe_split(self, batch: Any) -> None:
-        # Large planned gathers are split across cores (see stoker._exec.gather).
+        # Large planned gathers are split across cores (see stoker._batching.gather).
         if self._split is None and self._may_split and self._pool.slots:
             leaves, _ = flatten(batch)
             if sum(leaf.nbytes for leaf in leaves) >= SPLIT_BYTES:
@@ -210,16 +209,11 @@ class BatchBuilder:
                 (record,) = self._dataset._fetch(np.array([index], dtype=np.int64), ctx)
             except Exception as exc:
                 add_location(exc, index, where)
-                if self._on_error == "raise" or len(self.counters.skipped) >= self._max_errors:
-                    if self._on_error == "skip":
-                        exc.add_note(
-                            "stoker: on_error='skip' already skipped "
-                            f"max_errors={self._max_errors} records"
-                        )
+                if self._on_error == "raise":
                     raise exc from None
+                # Skipped; the iterator counts it against max_errors (``Tally``).
                 self.counters.skipped.append((index, f"{type(exc).__name__}: {exc}"))
-                if self.keep_errors:
-                    self.counters.errors.append(exc)
+                self.counters.errors.append(exc)
                 record = SKIP
             records.append(record)
         if self._on_error == "raise":

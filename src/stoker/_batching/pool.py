@@ -66,9 +66,13 @@ class BufferPool:
         """A batch-shaped tree of free arrays with ``rows`` rows, or None (allocate)."""
         if self._treedef is None or rows > self._batch_size:
             return None
+        refs = sys.getrefcount
         with self._lock:
             for slot in self._slots:
-                if all(sys.getrefcount(slot[i]) == _FREE for i in range(len(slot))):
+                for leaf in slot:
+                    if refs(leaf) != _FREE + 1:  # + 1: ``leaf`` here
+                        break
+                else:
                     self.recycled += 1
                     leaves = slot if rows == self._batch_size else [a[:rows] for a in slot]
                     return self._treedef.unflatten(leaves)

@@ -11,87 +11,19 @@ a thread or a process.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any
 
 from .._batching.builder import BatchBuilder, add_batch_index, add_location
 from .._batching.pool import BufferPool
-from .._context import SKIP, Context
 from .._dataset import Dataset, IterDataset, StreamCursor
+from .._epoch.jobs import EMPTY, Done, Job
 from .._stats import transform_time
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 
 __all__ = ["EMPTY", "Done", "Job", "Runtime", "Tally", "WorkerSpec"]
-
-JobKind = Literal["build", "records", "stream"]
-
-EMPTY: Any = SKIP
-"""The result of a ``build`` job whose records were all skipped."""
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """Read ``parts`` (a context and indices each) for batch ``seq`` of epoch ``epoch``.
-
-    ``state`` is the loader state right after this job's batch (None for ``records``
-    jobs, whose batches are formed by the parent). ``token`` names the iterator the
-    job belongs to. Only the fields a worker needs cross to a process.
-    """
-
-    seq: int
-    kind: JobKind
-    parts: tuple[tuple[Context, np.ndarray], ...]
-    where: str
-    state: dict[str, Any] | None = None
-    count: int = 0
-    token: int = 0
-    part: int = -1  # stream jobs: the part (and the worker that owns it)
-    open_state: dict[str, Any] | None = None  # stream jobs: where the part starts
-
-    def for_worker(self) -> Job:
-        """This job without the parent-side state (what is sent to a process)."""
-        return Job(
-            self.seq,
-            self.kind,
-            self.parts,
-            self.where,
-            None,
-            self.count,
-            self.token,
-            self.part,
-            self.open_state,
-        )
-
-
-@dataclass(slots=True)
-class Done:
-    """What a worker hands back for a job.
-
-    ``value`` is the batch (``EMPTY`` when every record was skipped) for a build
-    job, or the list of records (``SKIP`` for removed ones) for a records job.
-    ``skipped`` holds (sample index, summary, exception) per record skipped under
-    ``on_error="skip"``; the parent counts them against ``max_errors`` in order.
-    """
-
-    value: Any
-    fetch_seconds: float = 0.0
-    collate_seconds: float = 0.0
-    skipped: list[tuple[int, str, BaseException]] = field(default_factory=list)
-    states: list[dict[str, Any]] | None = None  # stream jobs: the part's state after each item
-    count: int = 0  # stream jobs: records read
-    # For the stats: time in map functions (part of fetch), the worker's whole time on
-    # the job (wall and CPU), and, set by the parent for process workers, the time to
-    # receive the batch and the bytes that crossed (pipe and shared memory).
-    transform_seconds: float = 0.0
-    work_seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    transfer_seconds: float = 0.0
-    nbytes: int = 0
 
 
 class Tally:
@@ -122,6 +54,8 @@ class Tally:
         self.cpu_seconds += done.cpu_seconds
         self.transfer_seconds += done.transfer_seconds
         self.nbytes += done.nbytes
+        if not done.skipped:
+            return
         for index, summary, exc in done.skipped:
             if len(self.skipped) >= self.max_errors:
                 exc.add_note(
@@ -132,7 +66,11 @@ class Tally:
 
     def finish(self, job: Job, done: Done) -> tuple[Any, dict[str, Any], int] | None:
         """A build job's (batch, state, records), or None when all were skipped."""
-        self.count(done)
+        if done.skipped:
+            self.count(done)
+        else:
+            self.fetch_seconds += done.fetch_seconds
+            self.collate_seconds += done.collate_seconds
         if done.value is EMPTY:
             return None
         return done.value, job.state or {}, job.count - len(done.skipped)
@@ -158,7 +96,8 @@ class Runtime:
     """Runs jobs for one worker (thread or process).
 
     Example:
-        >>> import stoker as sk
+        >>> import numpy as np, stoker as sk
+        >>> from stoker._context import Context
         >>> spec = WorkerSpec(sk.range(10), None, 4, "raise", 0, 1, None, None)
         >>> rt = Runtime(spec, worker_id=0, mode="thread", pool=None)
         >>> job = Job(0, "build", ((Context(), np.array([5, 6])),), "batch 0")
@@ -166,7 +105,15 @@ class Runtime:
         [5, 6]
     """
 
-    def __init__(self, spec: WorkerSpec, worker_id: int, mode: str, pool: BufferPool | None):
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        worker_id: int,
+        mode: str,
+        pool: BufferPool | None,
+        *,
+        split: bool = False,
+    ) -> None:
         self.spec = spec
         self.info = WorkerInfo(
             id=worker_id,
@@ -184,10 +131,8 @@ class Runtime:
             spec.batch_size,
             pool=pool,
             on_error=spec.on_error,
-            max_errors=sys.maxsize,
-            split=False,
+            split=split,
         )
-        self.builder.keep_errors = True
         self._streams: dict[tuple[int, int], StreamCursor[Any]] = {}
         self._batched = spec.batched
 
@@ -214,13 +159,15 @@ class Runtime:
             return self._read_stream(job)
         if job.kind == "build":
             try:
-                value = self.builder.build(list(job.parts), job.where, empty=EMPTY)
+                value = self.builder.build(job.parts, job.where, empty=EMPTY)
             except Exception as exc:
                 add_batch_index(exc, job.seq)
                 raise
         else:
             ((ctx, indices),) = job.parts
             value = self.builder.records(ctx, indices, job.where)
+        if len(counters.errors) == skipped:  # nothing skipped (the usual case)
+            return Done(value, counters.fetch_seconds - fetch, counters.collate_seconds - collate)
         return Done(
             value,
             counters.fetch_seconds - fetch,

@@ -13,14 +13,8 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
-from .._batching.pool import BufferPool
-from .jobs import WorkerSpec
-from .threads import ThreadExecutor
-
-if TYPE_CHECKING:
-    from .._loader import DataLoader
+from .executor import Executor
 
 __all__ = ["WorkerLease"]
 
@@ -35,17 +29,21 @@ class WorkerLease:
         by their iterators.
     """
 
-    def __init__(self, loader: DataLoader[Any]) -> None:
+    def __init__(self, owner: object) -> None:
         self._lock = threading.Lock()
         self._tokens = itertools.count(1)
         self._starts = itertools.count()  # worker seeds differ between starts
-        self._shared: Any = None
+        self._shared: Executor | None = None
         self._holder: int | None = None
         self._pid = os.getpid()
-        self._finalizer = weakref.finalize(loader, self.close)
+        self._finalizer = weakref.finalize(owner, self.close)  # ends with its loader
 
-    def lease(self, loader: DataLoader[Any]) -> tuple[Any, int, Callable[[], None]]:
-        """An executor for a new iterator, its token, and how to give it back."""
+    def lease(self, start: Callable[[int], Executor]) -> tuple[Executor, int, Callable[[], None]]:
+        """An executor for a new iterator, its token, and how to give it back.
+
+        ``start(n)`` starts the executor of the loader's ``n``-th worker start (``n``
+        decides the workers' seeds); it is called only when no shared one is free.
+        """
         with self._lock:
             token = next(self._tokens)
             if self._shared is not None and self._shared.broken is not None:
@@ -54,11 +52,11 @@ class WorkerLease:
                 self._holder = None
             if self._holder is None:
                 if self._shared is None:
-                    self._shared = start_executor(loader, next(self._starts))
+                    self._shared = start(next(self._starts))
                 self._holder = token
                 return self._shared, token, lambda: self._give_back(token)
-            start = next(self._starts)
-        private = start_executor(loader, start)
+            n = next(self._starts)
+        private = start(n)
         return private, token, private.close
 
     def _give_back(self, token: int) -> None:
@@ -78,48 +76,3 @@ class WorkerLease:
             shared, self._shared, self._holder = self._shared, None, None
         if shared is not None:
             shared.close()
-
-
-def start_executor(loader: DataLoader[Any], start: int = 0) -> Any:
-    """Start the workers ``loader`` asks for (threads, processes or Ray actors).
-
-    ``start`` counts the loader's worker starts (0: the first); with the loader's seed
-    and the worker id it decides each worker's ``WorkerInfo.seed``.
-    """
-    cfg = loader._config
-    dataset = loader._dataset
-    init_arg = cfg.worker_init_arg(loader) if cfg.worker_init_arg is not None else None
-    spec = WorkerSpec(
-        dataset=dataset,
-        collate_fn=cfg.collate_fn,
-        batch_size=cfg.batch_size or 1,
-        on_error=cfg.on_error,
-        seed=cfg.seed,
-        num_workers=cfg.num_workers,
-        worker_init_fn=cfg.worker_init_fn,
-        init_arg=init_arg,
-        batched=cfg.batch_size is not None,
-        start=start,
-    )
-    depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
-    mode = loader._resolved_mode()
-    if mode == "ray":
-        from .ray import RayExecutor
-
-        return RayExecutor(
-            spec,
-            options=cfg.ray_options,
-            restart=cfg.restart_workers,
-            max_restarts=cfg.max_restarts,
-        )
-    if mode == "thread":
-        return ThreadExecutor(spec, BufferPool(cfg.batch_size or 1, depth + 4))
-    from .processes import ProcessExecutor
-
-    return ProcessExecutor(
-        spec,
-        start_method=cfg.start_method,
-        restart=cfg.restart_workers,
-        max_restarts=cfg.max_restarts,
-        slot_cap=depth + 4,
-    )

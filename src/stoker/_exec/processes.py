@@ -25,12 +25,13 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from .._shm import attach, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .diagnosis import crash_message, dump_stacks
+from .executor import cancel_future
 from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
 from .queue import QueuedExecutor
-from .shm import attach, sharing_for_workers
 from .slots import SlotRef, SlotRing, views
 from .worker import PackedError, worker_main
 
@@ -376,7 +377,7 @@ class ProcessExecutor(QueuedExecutor):
                 with contextlib.suppress(OSError):
                     worker.conn.send_bytes(pickle.dumps(("stop",)))
         for _, future in queued:
-            future.cancel()
+            cancel_future(future)
         for _, future, _ in held:
             if not future.done():
                 future.set_exception(

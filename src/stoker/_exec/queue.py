@@ -15,6 +15,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..errors import IteratorFailed
+from .executor import cancel_future
 from .jobs import Done, Job
 
 __all__ = ["QueuedExecutor"]
@@ -69,7 +70,7 @@ class QueuedExecutor:
             dropped = [f for j, f in self._pending if j.token == token]
             self._pending = deque((j, f) for j, f in self._pending if j.token != token)
         for future in dropped:
-            future.cancel()
+            cancel_future(future)
 
     def _next_for(self, worker_id: int) -> tuple[Job, Future[Done]] | None:
         """The first queued job worker ``worker_id`` may run, now running (lock held).

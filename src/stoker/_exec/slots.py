@@ -1,6 +1,6 @@
 """Batch slots in shared memory: process workers collate into them, the parent reads views.
 
-The parent owns a ring of :class:`~stoker._exec.shm.Segment` slots, each big enough
+The parent owns a ring of :class:`~stoker._shm.Segment` slots, each big enough
 for one batch. A job sent to a worker names a free slot; the worker builds the batch
 straight into it (``SlotWriter`` is the worker's buffer pool) and sends back only
 the layout: the structure and, per array, (offset, shape, dtype). The parent turns
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._batching.tree import TreeDef, flatten
-from .shm import Segment, SegmentHandle, attach
+from .._shm import Segment, SegmentHandle, attach
 
 __all__ = ["Layout", "SlotRef", "SlotRing", "SlotWriter", "layout_of", "views"]
 

@@ -14,6 +14,7 @@ import time
 
 from .._batching.pool import BufferPool
 from ..errors import WorkerError
+from .executor import cancel_future
 from .jobs import Job, Runtime, WorkerSpec
 from .malloc import keep_large_blocks
 from .queue import QueuedExecutor
@@ -103,7 +104,7 @@ class ThreadExecutor(QueuedExecutor):
         if self.foreign:
             return
         for _, future in self._take_all():
-            future.cancel()
+            cancel_future(future)
         with self._cond:
             self._cond.notify_all()
         deadline = time.monotonic() + JOIN_SECONDS

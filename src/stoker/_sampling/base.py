@@ -161,6 +161,7 @@ class IndexCursor(SamplerCursor):
         self._epoch = epoch
         self._position = position
         self._length = len(sampler)
+        self._fields: dict[str, Any] | None = None  # the sampler's, fixed for an epoch
 
     def take(self, n: int) -> IndexArray:
         count = check_int(n, "take(n)", minimum=0)
@@ -173,7 +174,11 @@ class IndexCursor(SamplerCursor):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return self._sampler._cursor_state(self._epoch, self._position, self._order.state_fields())
+        fields = self._fields
+        if fields is None:
+            fields = self._fields = self._sampler._expected_fields()
+        extra = self._order.state_fields()
+        return {**fields, **extra, "epoch": self._epoch, "position": self._position}
 
 
 class Sampler(EpochStateful[SamplerCursor]):

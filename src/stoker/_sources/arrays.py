@@ -9,7 +9,7 @@ import numpy as np
 
 from .._context import Context, Skip
 from .._dataset import DatasetNode
-from .._exec.shm import is_sharing
+from .._shm import is_sharing
 from ..errors import ConfigError
 from .shared import SharedArray, share_lock, shareable
 

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._exec.shm import is_sharing
+from .._shm import is_sharing
 from ..errors import ConfigError
 from .columns import Columns
 from .extras import require

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._context import Context
-from .._exec.shm import is_sharing
-from .._sampling.shard import Shard
+from .._hosts import Shard
+from .._shm import is_sharing
 from .._transforms.stream import Cursor, StreamNode, parent_state, state_count
 from ..errors import ConfigError, StateError
 from .columns import Columns

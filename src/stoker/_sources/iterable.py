@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from .._context import Context
 from .._dataset import IterDataset
-from .._sampling.shard import Shard
+from .._hosts import Shard
 from .._transforms.stream import Cursor, StreamNode, state_count
 from ..errors import ConfigError, StateError
 

@@ -1,9 +1,9 @@
 """In-memory data handed to process workers as shared memory instead of a copy each.
 
 A loader pickles its pipeline once for its process workers, inside
-:func:`~stoker._exec.shm.sharing_for_workers`. There, :func:`~stoker.from_sequence`
+:func:`~stoker._shm.sharing_for_workers`. There, :func:`~stoker.from_sequence`
 and :func:`~stoker.from_arrays` pickle their data as references to shared-memory
-segments (:mod:`stoker._exec.shm`): the data is copied into a segment once, every
+segments (:mod:`stoker._shm`): the data is copied into a segment once, every
 worker maps the same pages, and memory does not grow with the number of workers. A
 worker reading Python records no longer touches the parent's objects either, so the
 copy-on-read growth that reference counting causes in forked workers does not happen.
@@ -30,7 +30,7 @@ from typing import Any, overload
 import cloudpickle
 import numpy as np
 
-from .._exec.shm import Segment, SegmentHandle, attach
+from .._shm import Segment, SegmentHandle, attach
 
 __all__ = ["SharedArray", "SharedRecords", "share_lock", "shareable"]
 

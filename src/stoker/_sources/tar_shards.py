@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, ClassVar, Self
 
 from .._context import Context
+from .._hosts import Shard
 from .._rng import epoch_rng
-from .._sampling.shard import Shard
 from .._transforms.stream import Cursor, StreamNode, parent_state
 from ..errors import ConfigError, StateError, StokerError
 from .shard_paths import list_shards, open_shard

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._context import Context, Skip
 from .._dataset import Dataset, UnaryNode
-from .._sampling.shard import Shard
+from .._hosts import Shard
 from ..errors import ConfigError
 
 __all__ = ["ShardDataset"]

@@ -18,7 +18,7 @@ from ..errors import ConfigError, StateError
 from .map import require_callable
 
 if TYPE_CHECKING:
-    from .._sampling.shard import Shard
+    from .._hosts import Shard
 
 __all__ = [
     "BatchedStream",

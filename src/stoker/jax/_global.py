@@ -9,7 +9,7 @@ import jax
 from jax.sharding import Mesh
 
 from .._ahead import PlacedIterator, PlacedLoader, check_depth, placed
-from .._sampling.shard import Shard
+from .._hosts import Shard
 from ..errors import ConfigError
 from ._presets import AxisNames, MeshPreset
 from ._split import place_all, process_shards

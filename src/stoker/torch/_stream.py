@@ -18,7 +18,7 @@ from torch.utils.data import get_worker_info
 
 from .._context import Context
 from .._dataset import IterDataset, StreamCursor
-from .._sampling.shard import Shard
+from .._hosts import Shard
 from .._sources.iterable import open_user_stream
 from ._stateful import StatefulStreamCursor, is_stateful
 

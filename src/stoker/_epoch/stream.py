@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._batching.builder import BatchBuilder, add_location
-from ._context import Context
-from ._dataset import IterDataset, StreamCursor
-from ._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
-from ._hosts import ONE_HOST
-from ._plan import Item, _Plan
-from ._sampling.shard import Shard
+from .._batching.builder import BatchBuilder, add_location
+from .._context import Context
+from .._dataset import IterDataset, StreamCursor
+from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
+from .._hosts import ONE_HOST, Shard
+from .plan import Item, _Plan
 
 __all__ = ["StreamPlan"]
 

@@ -7,13 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from ._batching.builder import BatchBuilder
-from ._context import SKIP, Context
-from ._exec.jobs import Job
-from ._hosts import ONE_HOST, host_slice
-from ._plan import Item, _Plan
-from ._sampling.shard import Shard
-from .errors import StateError
+from .._batching.builder import BatchBuilder
+from .._context import Context
+from .._hosts import ONE_HOST, Shard, host_slice
+from ..errors import StateError
+from .jobs import Job
+from .plan import _Plan
 
 __all__ = ["BatchSamplerPlan"]
 
@@ -80,20 +79,6 @@ class BatchSamplerPlan(_Plan):
                     continue
                 idx = idx[lo:hi]
             return idx, where
-        return None
-
-    def next_item(self) -> Item | None:
-        while (got := self._next_indices()) is not None:
-            idx, where = got
-            if self._batches - 1 in self._skip:
-                continue
-            records = [
-                r
-                for r in self._builder.records(Context(self._seed, self._epoch), idx, where)
-                if r is not SKIP
-            ]
-            if records:
-                return self._builder.collate(records), self.state(), len(records)
         return None
 
     plans_jobs = True

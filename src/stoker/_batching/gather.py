@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .._batching.tree import TreeDef, flatten
 from .._context import Context
 from .._dataset import Dataset
+from .tree import TreeDef, flatten
 
 __all__ = ["SPLIT_BYTES", "SplitGather"]
 

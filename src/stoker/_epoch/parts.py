@@ -27,14 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from ._context import Context
-from ._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
-from ._exec.jobs import EMPTY, Done, Job
-from ._hosts import ONE_HOST
-from ._plan import Item, _Plan
-from ._prefetch import Executor, remaining, timeout_error
-from ._sampling.shard import Shard
-from .errors import StateError
+from .._context import Context
+from .._deadline import remaining, timeout_error
+from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
+from .._hosts import ONE_HOST, Shard
+from ..errors import StateError
+from .jobs import EMPTY, Done, Job, Submits
+from .plan import Item, _Plan
 
 __all__ = ["StreamParts"]
 
@@ -48,7 +47,7 @@ class StreamParts(_Plan):
     def __init__(
         self,
         *,
-        executor: Executor,
+        executor: Submits,
         num_parts: int,
         batch_size: int | None,
         last_batch: str,

@@ -1,23 +1,22 @@
 """``epoch_plan``: which plan an epoch follows (stages 2-4), chosen once per iterator.
 
-A stream follows a :class:`~stoker._stream_plan.StreamPlan`, a batch sampler a
-:class:`~stoker._batch_sampler_plan.BatchSamplerPlan`, and a sampler over a map-style
-dataset a :class:`~stoker._plan.MapPlan`; each fills batches through one builder.
+A stream follows a :class:`~stoker._epoch.stream.StreamPlan`, a batch sampler a
+:class:`~stoker._epoch.batch_sampler.BatchSamplerPlan`, and a sampler over a map-style
+dataset a :class:`~stoker._epoch.plan.MapPlan`; each fills batches through one builder.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._batch_sampler_plan import BatchSamplerPlan
-from ._batching.builder import BatchBuilder
-from ._config import LoaderConfig
-from ._dataset import Dataset, IterDataset
-from ._plan import MapPlan
-from ._prefetch import DEFAULT_DEPTH
-from ._sampling.base import Sampler
-from ._sampling.shard import Shard
-from ._stream_plan import StreamPlan
+from .._batching.builder import BatchBuilder
+from .._config import DEFAULT_DEPTH, LoaderConfig
+from .._dataset import Dataset, IterDataset
+from .._hosts import Shard
+from .._sampling.base import Sampler
+from .batch_sampler import BatchSamplerPlan
+from .plan import MapPlan
+from .stream import StreamPlan
 
 __all__ = ["epoch_plan"]
 
@@ -42,7 +41,6 @@ def epoch_plan(
             cfg.batch_size or 1,
             pool_slots=pool_slots,
             on_error=cfg.on_error,
-            max_errors=cfg.max_errors,
         )
     if isinstance(ds, IterDataset):
         return StreamPlan(

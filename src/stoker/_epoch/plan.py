@@ -31,14 +31,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ._batching.builder import BatchBuilder, add_batch_index
-from ._context import SKIP, Context
-from ._exec.jobs import Done, Job
-from ._hosts import ONE_HOST, host_slice
-from ._prefetch import timeout_error
-from ._sampling.base import Sampler, SamplerCursor
-from ._sampling.shard import Shard
-from .errors import StateError
+from .._batching.builder import BatchBuilder
+from .._context import SKIP, Context
+from .._deadline import timeout_error
+from .._hosts import ONE_HOST, Shard, host_slice
+from .._sampling.base import Sampler, SamplerCursor
+from ..errors import LoaderTimeout, StateError
+from .jobs import Done, Job
 
 __all__ = ["ChunkReader", "Filler", "Item", "MapPlan"]
 
@@ -53,25 +52,13 @@ class _Plan:
         self._epoch: int = epoch if state is None else state["epoch"]
         self._batches: int = 0 if state is None else state["batches"]
         self._done = False
-        # Batches an unordered window handed out ahead of the first missing one; an
-        # inline iterator resuming such a state skips them (see skip_ahead).
-        self._skip: set[int] = set()
-
-    def skip_ahead(self, seqs: list[int]) -> None:
-        """Leave out the batches numbered ``seqs`` (they were handed out already)."""
-        self._skip = {int(s) for s in seqs}
 
     def _where(self) -> str:
         return f"batch {self._batches} of epoch {self._epoch}"
 
     def _state(self, **fields: Any) -> dict[str, Any]:
         """The state right after the last batch handed out, with the plan's own fields."""
-        state = {**self._header, "epoch": self._epoch, "batches": self._batches, **fields}
-        if self._skip:
-            ahead = sorted(s for s in self._skip if s >= self._batches)
-            if ahead:
-                state["ahead"] = ahead
-        return state
+        return {**self._header, "epoch": self._epoch, "batches": self._batches, **fields}
 
     def _next_epoch_state(self, **fields: Any) -> dict[str, Any]:
         """The state that starts the next epoch, with the plan's own fields."""
@@ -101,6 +88,7 @@ class MapPlan(_Plan):
         self._collate = batch_size is not None
         self._last_batch = last_batch if batch_size is not None else "keep"
         self._seed = seed
+        self._contexts: dict[int, Context] = {}  # one per epoch (the carry's and this one)
         self._skips = skips or not self._collate
         super().__init__(header, epoch, state)
         self._carry: list[tuple[int, int]] = []  # (epoch, index) carried into this epoch
@@ -122,11 +110,21 @@ class MapPlan(_Plan):
         self._reader: ChunkReader | None = None
 
     def _ctx(self, epoch: int) -> Context:
-        return Context(self._seed, epoch)
+        ctx = self._contexts.get(epoch)
+        if ctx is None:
+            ctx = self._contexts[epoch] = Context(self._seed, epoch)
+        return ctx
 
     def state(self) -> dict[str, Any]:
-        sampler_state = {**self._cursor.state_dict(), "position": self._position}
-        return self._state(carry=[[e, i] for e, i in self._carry], sampler=sampler_state)
+        sampler_state = self._cursor.state_dict()  # a fresh dict
+        sampler_state["position"] = self._position
+        return {
+            **self._header,
+            "epoch": self._epoch,
+            "batches": self._batches,
+            "carry": [[e, i] for e, i in self._carry],
+            "sampler": sampler_state,
+        }
 
     def final_state(self) -> dict[str, Any]:
         if self._final is None:
@@ -143,11 +141,10 @@ class MapPlan(_Plan):
         )
 
     def next_item(self) -> Item | None:
+        """The next filled batch (read through :meth:`read_with`'s reader); None at the end."""
         if self._done:
             return None
-        if self._skips:
-            return self._next_filled()
-        return self._next_fixed()
+        return self._next_filled()
 
     def _next_parts(self) -> tuple[list[tuple[Context, np.ndarray]], int] | None:
         """The (context, indices) parts of the next fixed batch; None at the end."""
@@ -175,23 +172,6 @@ class MapPlan(_Plan):
         ]
         return parts, count
 
-    def _next_fixed(self) -> Item | None:
-        got = self._next_parts()
-        while got is not None and self._batches in self._skip:
-            self._batches += 1
-            got = self._next_parts()
-        if got is None:
-            return None
-        parts, count = got
-        try:
-            batch = self._builder.build(parts, self._where())
-        except Exception as exc:
-            add_batch_index(exc, self._batches)
-            raise
-        self._position = self._cursor.position
-        self._batches += 1
-        return batch, self.state(), count
-
     @property
     def plans_jobs(self) -> bool:
         """True when every batch is a job of its own (no filter, no skipping)."""
@@ -213,31 +193,22 @@ class MapPlan(_Plan):
         """Read the records of filled batches through ``reader`` (workers, read ahead)."""
         self._reader = reader
 
-    def _records(self, epoch: int, idx: np.ndarray) -> list[Any]:
-        return self._builder.records(self._ctx(epoch), idx, self._where())
-
     def _fill(self) -> bool:
         """Read more records into ``_ready``; False at the end of the epoch."""
+        reader = self._reader
+        if reader is None:
+            raise RuntimeError("a filled plan reads through read_with()'s reader")
         if self._carry:
             carry, self._carry = self._carry, []
             for e, grp in itertools.groupby(carry, key=lambda p: p[0]):
                 idx = np.array([i for _, i in grp], dtype=np.int64)
-                if self._reader is not None:
-                    recs = self._reader.now(self._ctx(e), idx, self._where())
-                else:
-                    recs = self._records(e, idx)
+                recs = reader.now(self._ctx(e), idx, self._where())
                 self._ready.extend((r, e, i) for r, i in zip(recs, idx.tolist(), strict=True))
             return True
-        if self._reader is not None:
-            got = self._reader.next(lambda: self._cursor.take(self._chunk), self._ctx(self._epoch))
-            if got is None:
-                return False
-            idx, recs = got
-        else:
-            idx = self._cursor.take(self._chunk)
-            if len(idx) == 0:
-                return False
-            recs = self._records(self._epoch, idx)
+        got = reader.next(lambda: self._cursor.take(self._chunk), self._ctx(self._epoch))
+        if got is None:
+            return False
+        idx, recs = got
         self._ready.extend((r, self._epoch, i) for r, i in zip(recs, idx.tolist(), strict=True))
         return True
 
@@ -355,7 +326,13 @@ class ChunkReader:
         if not self._ahead:
             return None
         idx, future = self._ahead[0]
-        records = self._result(future)  # a timeout leaves the chunk queued
+        try:
+            records = self._result(future)
+        except LoaderTimeout:
+            raise  # the chunk stays queued: asking again may get it
+        except BaseException:
+            self._ahead.popleft()  # those records are lost; the next chunk may follow
+            raise
         self._ahead.popleft()
         return idx, records
 

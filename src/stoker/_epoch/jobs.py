@@ -1,0 +1,97 @@
+"""Jobs: what the parent asks an executor for, and what comes back.
+
+The parent process owns order and state; a job only says which records to read.
+``build`` jobs make one batch from (context, indices) parts; ``records`` jobs read
+the records of one chunk for a plan that fills batches itself (filters, skipping);
+``stream`` jobs read the next batch of one part of a stream, on the worker that
+owns that part. The plans write jobs; executors (``stoker._exec``) run them.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from .._context import SKIP, Context
+
+__all__ = ["EMPTY", "Done", "Job", "Submits"]
+
+JobKind = Literal["build", "records", "stream"]
+
+EMPTY: Any = SKIP
+"""The result of a ``build`` job whose records were all skipped."""
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    """Read ``parts`` (a context and indices each) for batch ``seq`` of epoch ``epoch``.
+
+    ``state`` is the loader state right after this job's batch (None for ``records``
+    jobs, whose batches are formed by the parent). ``token`` names the iterator the
+    job belongs to. Only the fields a worker needs cross to a process.
+    """
+
+    seq: int
+    kind: JobKind
+    parts: tuple[tuple[Context, np.ndarray], ...]
+    where: str
+    state: dict[str, Any] | None = None
+    count: int = 0
+    token: int = 0
+    part: int = -1  # stream jobs: the part (and the worker that owns it)
+    open_state: dict[str, Any] | None = None  # stream jobs: where the part starts
+
+    def for_worker(self) -> Job:
+        """This job without the parent-side state (what is sent to a process)."""
+        return Job(
+            self.seq,
+            self.kind,
+            self.parts,
+            self.where,
+            None,
+            self.count,
+            self.token,
+            self.part,
+            self.open_state,
+        )
+
+
+@dataclass(slots=True)
+class Done:
+    """What a worker hands back for a job.
+
+    ``value`` is the batch (``EMPTY`` when every record was skipped) for a build
+    job, or the list of records (``SKIP`` for removed ones) for a records job.
+    ``skipped`` holds (sample index, summary, exception) per record skipped under
+    ``on_error="skip"``; the parent counts them against ``max_errors`` in order.
+    """
+
+    value: Any
+    fetch_seconds: float = 0.0
+    collate_seconds: float = 0.0
+    skipped: list[tuple[int, str, BaseException]] = field(default_factory=list)
+    states: list[dict[str, Any]] | None = None  # stream jobs: the part's state after each item
+    count: int = 0  # stream jobs: records read
+    # For the stats: time in map functions (part of fetch), the worker's whole time on
+    # the job (wall and CPU), and, set by the parent for process workers, the time to
+    # receive the batch and the bytes that crossed (pipe and shared memory).
+    transform_seconds: float = 0.0
+    work_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    transfer_seconds: float = 0.0
+    nbytes: int = 0
+
+
+class Submits(Protocol):
+    """What a plan needs from an executor: run a job, drop an iterator's jobs."""
+
+    def submit(self, job: Job) -> Future[Done]:
+        """Run ``job``; a future of its :class:`Done`."""
+        ...
+
+    def cancel(self, token: int) -> None:
+        """Drop the jobs of iterator ``token`` that have not started."""
+        ...

@@ -1,0 +1,92 @@
+"""``make_executor``: the one place where a worker mode becomes an executor."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .._batching.pool import BufferPool
+from .._config import DEFAULT_DEPTH, LoaderConfig
+from .._dataset import Dataset, IterDataset
+from .executor import Executor
+from .jobs import WorkerSpec
+
+__all__ = ["make_executor", "worker_spec"]
+
+
+def worker_spec(
+    cfg: LoaderConfig,
+    dataset: Dataset[Any] | IterDataset[Any],
+    init_arg: Any = None,
+    start: int = 0,
+) -> WorkerSpec:
+    """What every worker of a loader with config ``cfg`` over ``dataset`` needs.
+
+    ``start`` counts the loader's worker starts (0: the first); with the loader's
+    seed and the worker id it decides each worker's ``WorkerInfo.seed``.
+
+    Example:
+        >>> import stoker as sk
+        >>> cfg = sk.DataLoader(sk.range(10), batch_size=4)._config
+        >>> worker_spec(cfg, sk.range(10)).batch_size
+        4
+    """
+    return WorkerSpec(
+        dataset=dataset,
+        collate_fn=cfg.collate_fn,
+        batch_size=cfg.batch_size or 1,
+        on_error=cfg.on_error,
+        seed=cfg.seed,
+        num_workers=cfg.num_workers,
+        worker_init_fn=cfg.worker_init_fn,
+        init_arg=init_arg,
+        batched=cfg.batch_size is not None,
+        start=start,
+    )
+
+
+def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
+    """Start the executor of ``mode`` ("inline", "thread", "process" or "ray") for ``spec``.
+
+    A new mode is one more branch here (and one entry in the contract test).
+
+    Example:
+        >>> import stoker as sk
+        >>> cfg = sk.DataLoader(sk.range(10), batch_size=4)._config
+        >>> with make_executor("inline", worker_spec(cfg, sk.range(10)), cfg) as ex:
+        ...     ex.mode
+        'inline'
+
+    Errors:
+        ValueError: an unknown mode (the config has resolved "auto" before).
+    """
+    if mode == "inline":
+        from .inline import InlineExecutor
+
+        slots = (cfg.prefetch if cfg.prefetch is not None else DEFAULT_DEPTH) + 3
+        return InlineExecutor(replace(spec, num_workers=0), BufferPool(spec.batch_size, slots))
+    depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
+    if mode == "thread":
+        from .threads import ThreadExecutor
+
+        return ThreadExecutor(spec, BufferPool(spec.batch_size, depth + 4))
+    if mode == "process":
+        from .processes import ProcessExecutor
+
+        return ProcessExecutor(
+            spec,
+            start_method=cfg.start_method,
+            restart=cfg.restart_workers,
+            max_restarts=cfg.max_restarts,
+            slot_cap=depth + 4,
+        )
+    if mode == "ray":
+        from .ray import RayExecutor
+
+        return RayExecutor(
+            spec,
+            options=cfg.ray_options,
+            restart=cfg.restart_workers,
+            max_restarts=cfg.max_restarts,
+        )
+    raise ValueError(f"no executor for worker mode {mode!r}")
