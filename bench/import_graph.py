@@ -35,6 +35,8 @@ RANKS: dict[str, int] = {
     "_worker_info": 0,
     "_torch_types": 0,
     "_stats": 0,
+    "_verdict": 0,
+    "_progress": 0,
     "_watchdog": 0,
     "_typing": 0,
     "_shm": 0,

@@ -47,13 +47,7 @@ class Tally:
 
     def count(self, done: Done) -> None:
         """Add a worker's timings and skipped records."""
-        self.fetch_seconds += done.fetch_seconds
-        self.collate_seconds += done.collate_seconds
-        self.transform_seconds += done.transform_seconds
-        self.work_seconds += done.work_seconds
-        self.cpu_seconds += done.cpu_seconds
-        self.transfer_seconds += done.transfer_seconds
-        self.nbytes += done.nbytes
+        self._add_times(done)
         if not done.skipped:
             return
         for index, summary, exc in done.skipped:
@@ -64,13 +58,21 @@ class Tally:
                 raise exc
             self.skipped.append((index, summary))
 
+    def _add_times(self, done: Done) -> None:
+        self.fetch_seconds += done.fetch_seconds
+        self.collate_seconds += done.collate_seconds
+        self.transform_seconds += done.transform_seconds
+        self.work_seconds += done.work_seconds
+        self.cpu_seconds += done.cpu_seconds
+        self.transfer_seconds += done.transfer_seconds
+        self.nbytes += done.nbytes
+
     def finish(self, job: Job, done: Done) -> tuple[Any, dict[str, Any], int] | None:
         """A build job's (batch, state, records), or None when all were skipped."""
         if done.skipped:
             self.count(done)
         else:
-            self.fetch_seconds += done.fetch_seconds
-            self.collate_seconds += done.collate_seconds
+            self._add_times(done)
         if done.value is EMPTY:
             return None
         return done.value, job.state or {}, job.count - len(done.skipped)
