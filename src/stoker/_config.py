@@ -10,7 +10,7 @@ from ._hosts import is_distributed_sampler
 from ._sampling.shard import Shard
 from .errors import ConfigError, NotSupportedError
 
-__all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]
+__all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig", "settle_auto"]
 
 LAST_BATCH_MODES = ("keep", "drop", "rollover")
 WORKER_MODES = ("inline", "thread", "process", "auto")
@@ -20,6 +20,26 @@ ON_ERROR_MODES = ("raise", "skip")
 LastBatch = Literal["keep", "drop", "rollover"]
 WorkerMode = Literal["inline", "thread", "process", "auto"]
 StartMethod = Literal["forkserver", "spawn", "fork"]
+
+
+def settle_auto(num_workers: Any, prefetch: Any, worker_mode: Any) -> tuple[Any, Any, bool, bool]:
+    """``(num_workers, prefetch, auto_workers, auto_prefetch)`` with "auto" resolved.
+
+    ``num_workers="auto"`` becomes the usable cores (at most 8; 0 under
+    ``worker_mode="inline"``) and ``prefetch="auto"`` becomes None (tuned while
+    loading). Anything else passes through, for :class:`LoaderConfig` to check.
+
+    Example:
+        >>> settle_auto(2, "auto", "auto")
+        (2, None, False, True)
+    """
+    from ._tuning import auto_num_workers
+
+    auto_workers = num_workers == "auto"
+    if auto_workers:
+        num_workers = 0 if worker_mode == "inline" else auto_num_workers()
+    auto_prefetch = prefetch == "auto"
+    return num_workers, None if auto_prefetch else prefetch, auto_workers, auto_prefetch
 
 
 def _is_int(value: object) -> bool:
@@ -51,6 +71,13 @@ class LoaderConfig:
     shard: Shard | str | None
     max_restarts: int = 10
     watchdog: float | None = 60.0
+    auto_workers: bool = False  # num_workers="auto": the count was chosen (see settle_auto)
+    auto_prefetch: bool = False  # prefetch="auto": batches in flight are tuned
+
+    @property
+    def tunes_depth(self) -> bool:
+        """True when the batches in flight are the tuner's to choose (None or "auto")."""
+        return self.prefetch is None or self.auto_prefetch
 
     def __post_init__(self) -> None:
         self._check_batching()
@@ -102,7 +129,9 @@ class LoaderConfig:
                 f"got {self.worker_mode!r}"
             )
         if not _is_int(self.num_workers) or self.num_workers < 0:
-            raise ConfigError(f"num_workers must be an int >= 0, got {self.num_workers!r}")
+            raise ConfigError(
+                f"num_workers must be an int >= 0 or 'auto', got {self.num_workers!r}"
+            )
         if self.worker_mode in ("thread", "process") and self.num_workers == 0:
             raise ConfigError(
                 f"worker_mode={self.worker_mode!r} needs num_workers >= 1; "
@@ -129,7 +158,7 @@ class LoaderConfig:
             )
         if self.prefetch is not None and (not _is_int(self.prefetch) or self.prefetch < 0):
             raise ConfigError(
-                f"prefetch must be an int >= 0 (0: no background thread) or None, "
+                f"prefetch must be an int >= 0 (0: no background thread), None or 'auto', "
                 f"got {self.prefetch!r}"
             )
         if self.timeout is not None and (

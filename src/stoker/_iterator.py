@@ -18,6 +18,7 @@ from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
 from ._dataset import IterDataset
+from ._exec.handover import Autotune, HandoverExecutor
 from ._exec.jobs import Tally
 from ._parts import StreamParts
 from ._plan import ChunkReader
@@ -98,6 +99,7 @@ class LoaderIterator(Generic[B]):
         self._tally = Tally(cfg.max_errors)  # what workers report
         ahead = list(state.get("ahead", [])) if state is not None else []
         self._jobs: JobWindow | None = None
+        self._autotune: Autotune | None = None
         self._reader: ChunkReader | None = None
         self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
         release: Callable[[], None] = _nothing
@@ -157,6 +159,9 @@ class LoaderIterator(Generic[B]):
                     token=token,
                 )
                 self._keep_going = True
+                if isinstance(executor, HandoverExecutor):  # worker_mode="auto"
+                    self._autotune = Autotune(executor, self._jobs, self._tally)
+                    self._maybe_go_inline()
             else:  # batches filled as records pass: workers read chunks ahead
                 self._reader = ChunkReader(
                     executor.submit, depth, token, self._tally.count, cfg.timeout
@@ -227,8 +232,24 @@ class LoaderIterator(Generic[B]):
         self._box.state = state if self._jobs is None else self._jobs.state()
         self._batches += 1
         self._samples += count
+        if self._autotune is not None:
+            self._autotune.step(batch)
+            self._maybe_go_inline()
         result: B = batch
         return result
+
+    def _maybe_go_inline(self) -> None:
+        """Build the next batches on this thread, from the plan, when the tuner chose
+        inline and the window of jobs is empty (the plan is where the window left it)."""
+        if self._autotune is None or not self._autotune.go_inline:
+            return
+        if self._jobs is not None:
+            self._jobs.close()
+        self._autotune = self._jobs = None
+        self._window = Prefetcher(
+            self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{self._epoch}",
+            keep_going=True,
+        )
 
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
         if self._watchdog is not None:

@@ -12,7 +12,7 @@ from typing import Any, Generic, Literal
 from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
-from ._config import LoaderConfig
+from ._config import LoaderConfig, settle_auto
 from ._dataset import Dataset, IterDataset
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
@@ -49,14 +49,18 @@ class DataLoader(Generic[B]):
         sampler: any object yielding indices (a stoker or PyTorch sampler).
         batch_sampler: any object yielding lists of indices.
         collate_fn: turns a list of records into a batch (default: stack arrays).
-        num_workers: worker threads or processes; 0 loads in the calling process.
+        num_workers: worker threads or processes; 0 loads in the calling process;
+            "auto": one per usable core, at most 8 (see ``docs/tuning.md``).
         worker_mode: "thread", "process", "inline" (num_workers=0) or "auto":
             threads when every stage is known to release the GIL (see
             :func:`~stoker.releases_gil`), processes otherwise; ``it.stats()`` says
-            which ran.
+            which ran. With "auto", process workers start while the first batches
+            are built on threads, and batches are built inline when the measured
+            hand-off to workers costs more than the work.
         prefetch: batches in flight. Without workers: produced ahead by a background
             thread (0: none; None: a thread when producing a batch takes long enough
-            to pay for it). With workers: jobs queued or in work (None: 2 per worker).
+            to pay for it). With workers: jobs queued or in work (None or "auto":
+            tuned while loading, starting at 2 per worker).
         ordered: False hands out batches as they finish (same contents, order may
             change; the state still resumes exactly).
         worker_init_fn: ``fn(info: sk.WorkerInfo)``, run once in every worker.
@@ -117,9 +121,9 @@ class DataLoader(Generic[B]):
         sampler: Any = None,
         batch_sampler: Any = None,
         collate_fn: Callable[[list[Any]], B] | None = None,
-        num_workers: int = 0,
+        num_workers: int | Literal["auto"] = 0,
         worker_mode: Literal["inline", "thread", "process", "auto"] = "auto",
-        prefetch: int | None = None,
+        prefetch: int | Literal["auto"] | None = None,
         ordered: bool = True,
         worker_init_fn: Callable[[Any], None] | None = None,
         worker_init_arg: Callable[[Any], Any] | None = None,
@@ -143,6 +147,9 @@ class DataLoader(Generic[B]):
                 "batch_size conflicts with batch_sampler=...: the batch sampler decides the "
                 "batch size; drop batch_size"
             )
+        num_workers, prefetch, auto_workers, auto_prefetch = settle_auto(
+            num_workers, prefetch, worker_mode
+        )
         self._config = LoaderConfig(
             batch_size=1 if batch_size is _UNSET else batch_size,
             shuffle=shuffle,
@@ -165,6 +172,8 @@ class DataLoader(Generic[B]):
             shard=shard,
             max_restarts=max_restarts,
             watchdog=watchdog,
+            auto_workers=auto_workers,
+            auto_prefetch=auto_prefetch,
         )
         if timeout is not None and prefetch == 0 and num_workers == 0:
             raise ConfigError(

@@ -102,6 +102,8 @@ def start_executor(loader: DataLoader[Any], start: int = 0) -> Any:
         start=start,
     )
     depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
+    if handover_applies(loader):  # worker_mode="auto": see handover.py
+        return start_handover(loader, spec, depth)
     if loader._resolved_mode() == "thread":
         return ThreadExecutor(spec, BufferPool(cfg.batch_size or 1, depth + 4))
     from .processes import ProcessExecutor
@@ -112,4 +114,52 @@ def start_executor(loader: DataLoader[Any], start: int = 0) -> Any:
         restart=cfg.restart_workers,
         max_restarts=cfg.max_restarts,
         slot_cap=depth + 4,
+    )
+
+
+def handover_applies(loader: DataLoader[Any]) -> bool:
+    """True when ``worker_mode="auto"`` may start on threads and tune itself.
+
+    Not for streams (a part's cursor lives in the worker that reads it) nor with a
+    ``worker_init_fn`` (it would run on the threads, then again in every process).
+    """
+    from .._dataset import IterDataset
+
+    cfg = loader._config
+    return (
+        cfg.worker_mode == "auto"
+        and cfg.num_workers > 0
+        and cfg.worker_init_fn is None
+        and not isinstance(loader._dataset, IterDataset)
+    )
+
+
+def start_handover(loader: DataLoader[Any], spec: WorkerSpec, depth: int) -> Any:
+    """A :class:`~stoker._exec.handover.HandoverExecutor` towards the resolved mode."""
+    from .._tuning import Tuner
+    from .handover import HandoverExecutor
+
+    cfg = loader._config
+    target = loader._resolved_mode()
+    start_target = None
+    if target == "process":
+
+        def start_target() -> Any:
+            from .processes import ProcessExecutor
+
+            return ProcessExecutor(
+                spec,
+                start_method=cfg.start_method,
+                restart=cfg.restart_workers,
+                max_restarts=cfg.max_restarts,
+                slot_cap=4 * cfg.num_workers + 4,
+            )
+
+    tuner = Tuner(cfg.num_workers, depth, auto_depth=cfg.tunes_depth)
+    return HandoverExecutor(
+        spec,
+        target=target,
+        start_target=start_target,
+        tuner=tuner,
+        pool_slots=4 * cfg.num_workers + 4,
     )
