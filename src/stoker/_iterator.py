@@ -100,6 +100,7 @@ class LoaderIterator(Generic[B]):
         ahead = list(state.get("ahead", [])) if state is not None else []
         self._jobs: JobWindow | None = None
         self._autotune: Autotune | None = None
+        self._handover: HandoverExecutor | None = None  # worker_mode="auto": its decisions
         self._reader: ChunkReader | None = None
         self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
         release: Callable[[], None] = _nothing
@@ -160,6 +161,7 @@ class LoaderIterator(Generic[B]):
                 )
                 self._keep_going = True
                 if isinstance(executor, HandoverExecutor):  # worker_mode="auto"
+                    self._handover = executor
                     self._autotune = Autotune(executor, self._jobs, self._tally)
                     self._maybe_go_inline()
             else:  # batches filled as records pass: workers read chunks ahead
@@ -285,6 +287,8 @@ class LoaderIterator(Generic[B]):
             wait = w.wait_seconds + (w.produce_seconds if inline else 0.0)
             produce = w.produce_seconds
             where = w.mode if workers == 0 else f"{workers} {self._mode} workers read ahead"
+        if self._handover is not None:
+            where += f"; {self._handover.describe()}"
         busy = (fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
         pool = self._builder.pool if self._builder is not None else None
         return LoaderStats(

@@ -13,8 +13,8 @@ The rules, in words:
 
 * **Inline or workers.** With workers, the consumer pays the time it waits in
   ``next()`` per batch; inline it would pay the time to build the batch. When
-  waiting for workers costs more than building the batch oneself (tiny records, where
-  the hand-off is the work), jobs run inline. Inline, the tuner goes back to workers
+  waiting for workers costs clearly more than building the batch oneself (tiny
+  records, where the hand-off is the work), in two windows in a row, jobs run inline. Inline, the tuner goes back to workers
   when a batch comes to cost several times what waiting for workers cost.
 * **Batches in flight.** With workers, ``depth`` grows while the consumer still
   waits for batches, up to what the memory budget holds, and shrinks towards one
@@ -42,16 +42,19 @@ __all__ = [
 
 FIRST_DECISION = 8
 """Batches measured before the first decision."""
-LATER_DECISIONS = 64
+LATER_DECISIONS = 32
 """Batches between later decisions (tuning goes on slowly)."""
 MAX_AUTO_WORKERS = 8
 """``num_workers="auto"`` starts at most this many workers."""
 DEFAULT_MEMORY_BUDGET = 1 << 30
 """Bytes that the batches in flight may take (``prefetch="auto"``): 1 GiB."""
-WAITING = 0.05
+WAITING = 0.10
 """A consumer that waits this fraction of the time or more is waiting for batches."""
-IDLE = 0.01
+IDLE = 0.03
 """A consumer that waits less than this fraction is never kept waiting."""
+HURT = 1.5
+"""Workers hurt when the consumer waits this many times the work of a batch for them
+(in two windows in a row: one slow moment of the machine decides nothing)."""
 BACK_TO_WORKERS = 3.0
 """Inline, a batch costing this many times the wait seen with workers goes back to them."""
 MIN_WORK_SECONDS = 1e-6  # below the clock's resolution: treated as this
@@ -109,7 +112,10 @@ class Tuner:
         >>> t.decision.depth, t.due(8)
         (4, True)
         >>> # tiny records: workers keep the consumer waiting longer than building
-        >>> d = t.observe(Window(8, work_seconds=8e-5, wait_seconds=8e-4, elapsed_seconds=1e-3))
+        >>> hurt = Window(8, work_seconds=8e-5, wait_seconds=8e-4, elapsed_seconds=1e-3)
+        >>> t.observe(hurt).inline  # once may be a slow moment of the machine
+        False
+        >>> d = t.observe(hurt)
         >>> d.inline, d.depth
         (True, 1)
 
@@ -140,9 +146,10 @@ class Tuner:
         self._worker_wait = 0.0  # per batch, in the last window on workers
         self._batch_bytes = 0
         self._next_at = FIRST_DECISION
+        self._suspect = False  # the last window said workers hurt: one more to confirm
 
     def due(self, batches: int) -> bool:
-        """True when ``batches`` (handed out so far) calls for a decision."""
+        """True when ``batches`` (handed out since the last decision) call for one."""
         return batches >= self._next_at
 
     def max_depth(self) -> int:
@@ -154,7 +161,7 @@ class Tuner:
 
     def observe(self, window: Window) -> Decision:
         """Take one window's measurements; the decision for the next one."""
-        self._next_at += LATER_DECISIONS
+        self._next_at = LATER_DECISIONS
         if window.batch_bytes > 0:
             self._batch_bytes = window.batch_bytes
         if window.batches <= 0:
@@ -184,7 +191,11 @@ class Tuner:
         return current
 
     def _from_workers(self, current: Decision, work: float, wait: float, w: Window) -> Decision:
-        if self.auto_inline and wait > work:
+        hurt = self.auto_inline and wait > HURT * work
+        confirmed, self._suspect = hurt and self._suspect, hurt and not self._suspect
+        if self._suspect:
+            self._next_at = FIRST_DECISION  # look again soon
+        if confirmed:
             return Decision(
                 True,
                 1,
@@ -197,9 +208,7 @@ class Tuner:
         reason = current.reason
         if self.auto_depth and fraction >= WAITING and depth < self.max_depth():
             depth = min(self.max_depth(), depth + max(1, self.num_workers // 2))
-            reason = (
-                f"the consumer waited {fraction:.0%} of the time: {depth} batches in flight"
-            )
+            reason = f"the consumer waited {fraction:.0%} of the time: {depth} batches in flight"
         elif self.auto_depth and fraction < IDLE and depth > self.num_workers:
             depth -= 1
             reason = (
@@ -208,6 +217,8 @@ class Tuner:
             )
         elif depth != current.depth:
             reason = f"{depth} batches in flight fit the memory budget"
+        else:
+            reason = f"the consumer waited {fraction:.0%} of the time: {depth} batches in flight"
         if current.inline:
             reason = "workers: " + reason
         return Decision(False, depth, reason)

@@ -20,6 +20,7 @@ workers, batches in flight).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from .jobs import Done, Job, Runtime, Tally, WorkerSpec
 from .threads import ThreadExecutor, contained
 
 __all__ = ["Autotune", "HandoverExecutor", "concat_batches"]
+
+_log = logging.getLogger("stoker")
 
 _START_JOIN_SECONDS = 30.0
 """How long :meth:`HandoverExecutor.close` waits for process workers still starting."""
@@ -107,6 +110,13 @@ class HandoverExecutor:
         """True once jobs go where they will stay (the target executor is serving)."""
         return self._start_target is None or self.handed_over_at is not None
 
+    def describe(self) -> str:
+        """Where jobs run now and the tuner's latest reason (for ``it.stats()``)."""
+        handover = ""
+        if self._start_target is not None and self.handed_over_at is not None:
+            handover = f", handed over to {self.mode} workers after {self.handed_over_at:.2f} s"
+        return f"auto: {self.route}{handover}; {self.tuner.decision.reason}"
+
     @property
     def route(self) -> str:
         """Where the next job runs, in words."""
@@ -167,7 +177,9 @@ class HandoverExecutor:
             done = self._runtime.run(job)
         except Exception as exc:
             batch = job.seq if job.kind == "build" else None
-            future.set_exception(contained(exc, f"the calling thread while building {job.where}", batch))
+            future.set_exception(
+                contained(exc, f"the calling thread while building {job.where}", batch)
+            )
         else:
             future.set_result(done)
         return future
@@ -320,6 +332,7 @@ class Autotune:
         self._tally = tally
         self._apply(executor.tuner.decision)
         self._mark()
+        self._first = True
 
     def _mark(self) -> None:
         self._start = time.perf_counter()
@@ -353,8 +366,11 @@ class Autotune:
     def step(self, batch: Any) -> None:
         """Count one batch handed out; decide when a window of batches is complete."""
         ex = self._executor
-        if not ex.settled:
-            self._mark()  # measure the executor the loader settles on, not the start
+        if self._first or not ex.settled:
+            # Measure the executor the loader settles on, from its second batch: the
+            # first one includes starting the pass.
+            self._first = False
+            self._mark()
             return
         self._batches += 1
         tuner = ex.tuner
@@ -369,7 +385,11 @@ class Autotune:
             batch_bytes=_nbytes(batch),
             inline=ex.inline,
         )
-        self._apply(tuner.observe(window))
+        before = tuner.decision
+        decision = tuner.observe(window)
+        if decision != before:
+            _log.info("stoker auto: %s", decision.reason)
+        self._apply(decision)
         self._mark()
 
 
