@@ -249,7 +249,10 @@ class LoaderIterator(Generic[B]):
             self._jobs.close()
         self._autotune = self._jobs = None
         self._window = Prefetcher(
-            self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{self._epoch}",
+            self._plan.next_item,
+            0,
+            None,
+            name=f"stoker-prefetch-epoch{self._epoch}",
             keep_going=True,
         )
 

@@ -147,7 +147,7 @@ class DataLoader(Generic[B]):
                 "batch_size conflicts with batch_sampler=...: the batch sampler decides the "
                 "batch size; drop batch_size"
             )
-        num_workers, prefetch, auto_workers, auto_prefetch = settle_auto(
+        workers, depth, auto_workers, auto_prefetch = settle_auto(
             num_workers, prefetch, worker_mode
         )
         self._config = LoaderConfig(
@@ -158,9 +158,9 @@ class DataLoader(Generic[B]):
             sampler=sampler,
             batch_sampler=batch_sampler,
             collate_fn=collate_fn,
-            num_workers=num_workers,
+            num_workers=workers,
             worker_mode=worker_mode,
-            prefetch=prefetch,
+            prefetch=depth,
             ordered=ordered,
             worker_init_fn=worker_init_fn,
             worker_init_arg=worker_init_arg,

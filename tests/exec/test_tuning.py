@@ -12,9 +12,11 @@ def _run(tuner: Tuner, window: Window, rounds: int = 10):
 
 def test_the_first_decision_comes_after_a_few_batches_and_later_ones_slowly():
     t = Tuner(num_workers=2)
-    assert not t.due(FIRST_DECISION - 1) and t.due(FIRST_DECISION)
+    assert not t.due(FIRST_DECISION - 1)
+    assert t.due(FIRST_DECISION)
     t.observe(Window(FIRST_DECISION, 0.08, 0.0, 0.1))
-    assert not t.due(FIRST_DECISION) and t.due(LATER_DECISIONS)
+    assert not t.due(FIRST_DECISION)
+    assert t.due(LATER_DECISIONS)
 
 
 def test_input_bound_keeps_workers_and_adds_batches_in_flight_up_to_the_cap():
@@ -42,7 +44,8 @@ def test_workers_that_hurt_are_replaced_by_inline_building():
     assert not t.observe(hurt).inline  # once may be a slow moment of the machine
     assert t.due(8)  # so it looks again soon
     d = t.observe(hurt)
-    assert d.inline and d.depth == 1
+    assert d.inline
+    assert d.depth == 1
     assert "hand-off costs more than the work" in d.reason
     # Inline, batches stay cheap: it stays inline.
     assert t.observe(Window(64, 64 * 20e-6, 64 * 25e-6, 64 * 30e-6, inline=True)).inline
@@ -60,7 +63,8 @@ def test_inline_goes_back_to_workers_when_batches_become_expensive():
     t.observe(Window(8, 8 * 20e-6, 8 * 200e-6, 8 * 250e-6))
     t.observe(Window(8, 8 * 20e-6, 8 * 200e-6, 8 * 250e-6))
     d = t.observe(Window(64, 64 * 5e-3, 64 * 5e-3, 64 * 5e-3, inline=True))
-    assert not d.inline and d.depth == 4
+    assert not d.inline
+    assert d.depth == 4
     assert "back to workers" in d.reason
     assert [x.inline for x in t.history][-2:] == [True, False]
 
@@ -79,7 +83,8 @@ def test_fixed_settings_are_left_alone():
         Window(64, 64 * 0.010, 0.0, 64 * 0.020),  # compute-bound
     ):
         d = t.observe(window)
-        assert not d.inline and d.depth == 5
+        assert not d.inline
+        assert d.depth == 5
 
 
 def test_an_empty_window_changes_nothing():

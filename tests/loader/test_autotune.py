@@ -32,6 +32,11 @@ def _record(x, rng):
     return {"x": np.full(3, x, dtype=np.int64), "r": rng.random(2)}
 
 
+def _drain(it, into):
+    for b in it:
+        into.extend(b.tolist())
+
+
 def _in_flight(where):
     return int(re.match(r"\d+ thread workers, (\d+) batches in flight", where).group(1))
 
@@ -130,8 +135,7 @@ def test_an_exception_in_a_worker_names_its_sample_and_the_next_batch_follows(ba
         it = iter(loader)
         good = []
         with pytest.raises(ValueError, match=f"bad record {bad}") as info:
-            for b in it:
-                good.extend(b.tolist())
+            _drain(it, good)
         assert any(f"sample index {bad} " in note for note in info.value.__notes__)
         good.extend(x for b in it for x in b.tolist())
     lost = range(bad // 8 * 8, bad // 8 * 8 + 8)
@@ -151,9 +155,7 @@ def _dies_once_in_a_process(parent, pid_file):
     return fn
 
 
-def test_a_worker_process_killed_after_the_handover_is_named_and_state_resumes(
-    tmp_path, no_leaks
-):
+def test_a_worker_process_killed_after_the_handover_is_named_and_state_resumes(tmp_path, no_leaks):
     pid_file = str(tmp_path / "pid")
     ds = sk.range(0, 3000).map(_dies_once_in_a_process(os.getpid(), pid_file))
 
@@ -171,8 +173,7 @@ def test_a_worker_process_killed_after_the_handover_is_named_and_state_resumes(
         it = iter(loader)
         good = []
         with pytest.raises(sk.WorkerCrashed, match="SIGKILL"):
-            for b in it:
-                good.extend(b.tolist())
+            _drain(it, good)
         killer.join(60)
         rest = [x for b in loader.iter(state=it.state_dict()) for x in b.tolist()]
     assert good + rest == list(range(3000))
