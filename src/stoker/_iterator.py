@@ -257,6 +257,7 @@ class LoaderIterator(Generic[B]):
         )
 
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
+        self._maybe_go_inline()  # after a batch that raised, too
         if self._watchdog is not None:
             self._watchdog.begin()
         return self._window.get()

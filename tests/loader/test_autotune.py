@@ -200,3 +200,16 @@ def test_a_half_used_iterator_is_collected_and_ends_its_work(no_leaks):
     # The loader's workers survive the iterator (they serve the next epoch).
     assert [b.tolist() for b in loader.iter(epoch=0)][:2] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     loader.close()
+
+
+def test_an_exception_after_the_switch_to_inline_loses_only_its_batch(no_leaks):
+    ds = sk.range(0, 20_000).map(sk.releases_gil(_raises_at(5_000)))
+    with sk.DataLoader(ds, batch_size=64, num_workers=2) as loader:
+        it = iter(loader)
+        good = []
+        with pytest.raises(ValueError, match="bad record 5000"):
+            _drain(it, good)
+        _drain(it, good)
+        assert "auto: inline" in it.stats().prefetch
+    lost = range(5_000 // 64 * 64, 5_000 // 64 * 64 + 64)
+    assert good == [x for x in range(20_000) if x not in lost]
