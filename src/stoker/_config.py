@@ -22,12 +22,19 @@ WorkerMode = Literal["inline", "thread", "process", "auto"]
 StartMethod = Literal["forkserver", "spawn", "fork"]
 
 
-def settle_auto(num_workers: Any, prefetch: Any, worker_mode: Any) -> tuple[Any, Any, bool, bool]:
+def settle_auto(
+    num_workers: Any,
+    prefetch: Any,
+    worker_mode: Any,
+    threads: Callable[[], bool] = lambda: False,
+) -> tuple[Any, Any, bool, bool]:
     """``(num_workers, prefetch, auto_workers, auto_prefetch)`` with "auto" resolved.
 
-    ``num_workers="auto"`` becomes the usable cores (at most 8; 0 under
-    ``worker_mode="inline"``) and ``prefetch="auto"`` becomes None (tuned while
-    loading). Anything else passes through, for :class:`LoaderConfig` to check.
+    ``num_workers="auto"`` becomes a count for the cores this process may use (see
+    :func:`stoker._tuning.auto_num_workers`; more when ``threads()`` says the workers
+    will be threads; 0 under ``worker_mode="inline"``) and ``prefetch="auto"``
+    becomes None (tuned while loading). Anything else passes through, for
+    :class:`LoaderConfig` to check.
 
     Example:
         >>> settle_auto(2, "auto", "auto")
@@ -37,7 +44,7 @@ def settle_auto(num_workers: Any, prefetch: Any, worker_mode: Any) -> tuple[Any,
 
     auto_workers = num_workers == "auto"
     if auto_workers:
-        num_workers = 0 if worker_mode == "inline" else auto_num_workers()
+        num_workers = 0 if worker_mode == "inline" else auto_num_workers(threads())
     auto_prefetch = prefetch == "auto"
     return num_workers, None if auto_prefetch else prefetch, auto_workers, auto_prefetch
 

@@ -50,7 +50,8 @@ class DataLoader(Generic[B]):
         batch_sampler: any object yielding lists of indices.
         collate_fn: turns a list of records into a batch (default: stack arrays).
         num_workers: worker threads or processes; 0 loads in the calling process;
-            "auto": one per usable core, at most 8 (see ``docs/tuning.md``).
+            "auto": one per usable core (at most 8) for processes, four per core (at
+            most 16) for threads (see ``docs/tuning.md``).
         worker_mode: "thread", "process", "inline" (num_workers=0) or "auto":
             threads when every stage is known to release the GIL (see
             :func:`~stoker.releases_gil`), processes otherwise; ``it.stats()`` says
@@ -148,7 +149,15 @@ class DataLoader(Generic[B]):
                 "batch size; drop batch_size"
             )
         workers, depth, auto_workers, auto_prefetch = settle_auto(
-            num_workers, prefetch, worker_mode
+            num_workers,
+            prefetch,
+            worker_mode,
+            lambda: (
+                worker_mode == "thread"
+                or (
+                    worker_mode == "auto" and pipeline_releases_gil(as_dataset(dataset), collate_fn)
+                )
+            ),
         )
         self._config = LoaderConfig(
             batch_size=1 if batch_size is _UNSET else batch_size,
