@@ -255,7 +255,7 @@ def prepare(ctx: BenchContext) -> Prepared:
             Runner("stoker process", "stoker", stoker_loader("process")),
             Runner("stoker thread", "stoker", stoker_loader("thread")),
         ]
-        if not ctx.quick:  # the hand-picked settings auto is measured against
+        if not ctx.quick and ctx.scale >= 0.25:  # the hand-picked settings to beat
             for mode in ("thread", "process"):
                 for workers in (1, 4):
                     runners.append(
