@@ -99,7 +99,7 @@ class HandoverExecutor:
         self._start_error: BaseException | None = None
         self._closed = False
         self._split = spec.batched and spec.collate_fn is None and spec.on_error == "raise"
-        self._tokens: set[int] = set()  # iterators whose first batch was seen
+        self._last_token = -1  # the latest iterator seen (the lease counts them upwards)
         self.handed_over_at: float | None = None
         self._created = time.perf_counter()
 
@@ -149,8 +149,8 @@ class HandoverExecutor:
         target = self._target
         if target is not None and target.broken is not None:
             return _failed(target.broken)  # its workers crashed: say so, even on threads
-        first = job.token not in self._tokens
-        self._tokens.add(job.token)
+        first = job.token > self._last_token
+        self._last_token = max(self._last_token, job.token)
         if self.inline and job.kind != "stream":
             return self._run_here(job)
         if self._start_target is None:
