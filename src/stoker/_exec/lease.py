@@ -122,9 +122,11 @@ def handover_applies(loader: DataLoader[Any]) -> bool:
 
     Not for streams (a part's cursor lives in the worker that reads it), nor with a
     ``worker_init_fn`` (it would run on the threads, then again in every process),
-    nor under ``start_method="spawn"`` (its workers re-run the main script: one
-    without a ``__main__`` guard must fail at the first batch, not after epochs
-    that threads finished unnoticed).
+    nor under another start method than ``"forkserver"``: ``"fork"`` would copy
+    this process while the thread workers run user code (and the locks they hold),
+    and ``"spawn"`` workers re-run the main script (one without a ``__main__``
+    guard must fail at the first batch, not after epochs that threads finished
+    unnoticed).
     """
     from .._dataset import IterDataset
 
@@ -133,7 +135,7 @@ def handover_applies(loader: DataLoader[Any]) -> bool:
         cfg.worker_mode == "auto"
         and cfg.num_workers > 0
         and cfg.worker_init_fn is None
-        and cfg.start_method != "spawn"
+        and cfg.start_method == "forkserver"
         and not isinstance(loader._dataset, IterDataset)
     )
 
