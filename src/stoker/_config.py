@@ -9,7 +9,7 @@ from typing import Any, Literal
 from ._hosts import Shard, is_distributed_sampler
 from .errors import ConfigError, NotSupportedError
 
-__all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig"]
+__all__ = ["LAST_BATCH_MODES", "START_METHODS", "WORKER_MODES", "LoaderConfig", "settle_auto"]
 
 LAST_BATCH_MODES = ("keep", "drop", "rollover")
 WORKER_MODES = ("inline", "thread", "process", "ray", "auto")
@@ -21,6 +21,33 @@ ON_ERROR_MODES = ("raise", "skip")
 LastBatch = Literal["keep", "drop", "rollover"]
 WorkerMode = Literal["inline", "thread", "process", "ray", "auto"]
 StartMethod = Literal["forkserver", "spawn", "fork"]
+
+
+def settle_auto(
+    num_workers: Any,
+    prefetch: Any,
+    worker_mode: Any,
+    threads: Callable[[], bool] = lambda: False,
+) -> tuple[Any, Any, bool, bool]:
+    """``(num_workers, prefetch, auto_workers, auto_prefetch)`` with "auto" resolved.
+
+    ``num_workers="auto"`` becomes a count for the cores this process may use (see
+    :func:`stoker._tuning.auto_num_workers`; more when ``threads()`` says the workers
+    will be threads; 0 under ``worker_mode="inline"``) and ``prefetch="auto"``
+    becomes None (tuned while loading). Anything else passes through, for
+    :class:`LoaderConfig` to check.
+
+    Example:
+        >>> settle_auto(2, "auto", "auto")
+        (2, None, False, True)
+    """
+    from ._tuning import auto_num_workers
+
+    auto_workers = num_workers == "auto"
+    if auto_workers:
+        num_workers = 0 if worker_mode == "inline" else auto_num_workers(threads())
+    auto_prefetch = prefetch == "auto"
+    return num_workers, None if auto_prefetch else prefetch, auto_workers, auto_prefetch
 
 
 def _is_int(value: object) -> bool:
@@ -55,6 +82,13 @@ class LoaderConfig:
     progress: bool = False
     log_every: float | None = None
     ray_options: Mapping[str, Any] | None = None
+    auto_workers: bool = False  # num_workers="auto": the count was chosen (see settle_auto)
+    auto_prefetch: bool = False  # prefetch="auto": batches in flight are tuned
+
+    @property
+    def tunes_depth(self) -> bool:
+        """True when the batches in flight are the tuner's to choose (None or "auto")."""
+        return self.prefetch is None or self.auto_prefetch
 
     def __post_init__(self) -> None:
         self._check_batching()
@@ -106,7 +140,9 @@ class LoaderConfig:
                 f"got {self.worker_mode!r}"
             )
         if not _is_int(self.num_workers) or self.num_workers < 0:
-            raise ConfigError(f"num_workers must be an int >= 0, got {self.num_workers!r}")
+            raise ConfigError(
+                f"num_workers must be an int >= 0 or 'auto', got {self.num_workers!r}"
+            )
         if self.worker_mode in ("thread", "process", "ray") and self.num_workers == 0:
             raise ConfigError(
                 f"worker_mode={self.worker_mode!r} needs num_workers >= 1; "
@@ -134,7 +170,7 @@ class LoaderConfig:
             )
         if self.prefetch is not None and (not _is_int(self.prefetch) or self.prefetch < 0):
             raise ConfigError(
-                f"prefetch must be an int >= 0 (0: no background thread) or None, "
+                f"prefetch must be an int >= 0 (0: no background thread), None or 'auto', "
                 f"got {self.prefetch!r}"
             )
         if self.timeout is not None and (

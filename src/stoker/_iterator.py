@@ -29,6 +29,7 @@ from ._dataset import IterDataset
 from ._epoch.parts import StreamParts
 from ._epoch.plan import ChunkReader
 from ._epoch.stream import StreamPlan
+from ._exec.handover import Autotune, HandoverExecutor
 from ._exec.jobs import Tally
 from ._exec.make import make_executor, worker_spec
 from ._prefetch import Prefetcher, is_batch_error
@@ -108,6 +109,8 @@ class LoaderIterator(Generic[B]):
         self._tally = Tally(cfg.max_errors)  # what workers report
         ahead = list(state.get("ahead", [])) if state is not None else []
         self._jobs: JobWindow | None = None
+        self._autotune: Autotune | None = None
+        self._handover: HandoverExecutor | None = None  # worker_mode="auto": its decisions
         self._reader: ChunkReader | None = None
         self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
         release: Callable[[], None] = _nothing
@@ -153,6 +156,7 @@ class LoaderIterator(Generic[B]):
                 token, release = 0, executor.close
             else:
                 executor, token, release = loader._lease()  # stage 5
+            self._token = token
             depth = 1 if inline else cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
             if self._plan.plans_jobs:
                 plan = self._plan
@@ -169,6 +173,9 @@ class LoaderIterator(Generic[B]):
                 )
                 produce: Callable[[], Any] = self._jobs.get
                 self._keep_going = True
+                if isinstance(executor, HandoverExecutor):  # worker_mode="auto"
+                    self._handover = executor
+                    self._autotune = Autotune(executor, self._jobs, self._tally)
             else:  # batches filled as records pass: chunks of records read ahead
                 self._reader = ChunkReader(
                     executor.submit,
@@ -274,6 +281,9 @@ class LoaderIterator(Generic[B]):
         self._samples += count
         if self._monitor is not None:
             self._monitor.tick()
+        if self._autotune is not None:
+            self._autotune.step(batch)
+            self._maybe_go_inline()
         result: B = batch
         return result
 
@@ -297,7 +307,34 @@ class LoaderIterator(Generic[B]):
             )
         return max(0, self._left - self._batches)
 
+    def _maybe_go_inline(self) -> None:
+        """Build the next batches on this thread when the tuner chose inline and the
+        window of jobs is empty: a window over an inline executor takes over from the
+        plan where the workers' window left it (same batches, same states)."""
+        if self._autotune is None or not self._autotune.go_inline:
+            return
+        handover, old = self._handover, self._jobs
+        if handover is None or old is None:  # set together with the autotune
+            return
+        self._autotune = None
+        self._jobs = JobWindow(
+            partial(self._plan.next_job, self._token),
+            self._tally.finish,
+            handover.inline_executor(),
+            depth=1,
+            ordered=True,
+            timeout=None,
+            start_state=old.state(),
+            token=self._token,
+        )
+        old.close()
+        self._jobs.watchdog = self._watchdog
+        self._window = Prefetcher(
+            self._jobs.get, 0, None, name=f"stoker-prefetch-epoch{self._epoch}", keep_going=True
+        )
+
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
+        self._maybe_go_inline()  # after a batch that raised, too
         if self._watchdog is not None:
             self._watchdog.begin()
         return self._window.get()
@@ -344,6 +381,8 @@ class LoaderIterator(Generic[B]):
         pool = getattr(self._executor, "pool", None) if self._mode == "inline" else None
         if pool is None and self._builder is not None:
             pool = self._builder.pool
+        if self._handover is not None:
+            where += f"; {self._handover.describe()}"
         return LoaderStats(
             batches=self._batches,
             samples=self._samples,

@@ -12,7 +12,7 @@ from typing import Any, Generic, Literal
 from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
-from ._config import LoaderConfig
+from ._config import LoaderConfig, settle_auto
 from ._dataset import Dataset, IterDataset
 from ._epoch.choose import epoch_plan
 from ._exec.executor import Executor
@@ -51,19 +51,24 @@ class DataLoader(Generic[B]):
         batch_sampler: any object yielding lists of indices.
         collate_fn: turns a list of records into a batch (default: stack arrays).
         num_workers: worker threads, processes or Ray actors; 0 loads in the calling
-            process.
+            process; "auto": one per usable core (at most 8) for processes, four per
+            core (at most 16) for threads (see ``docs/tuning.md``).
         worker_mode: "thread", "process", "inline" (num_workers=0), "ray" or "auto":
             threads when every stage is known to release the GIL (see
             :func:`~stoker.releases_gil`), processes otherwise; ``it.stats()`` says
-            which ran. "ray" (``stoker[ray]``) runs the workers as ``num_workers`` Ray
-            actors on the cluster ``ray.init()`` connects to (see ``docs/ray.md``);
-            its batches are read-only views of Ray's object store.
+            which ran. With "auto", process workers start while the first batches
+            are built on threads, and batches are built inline when the measured
+            hand-off to workers costs more than the work. "ray" (``stoker[ray]``) runs
+            the workers as ``num_workers`` Ray actors on the cluster ``ray.init()``
+            connects to (see ``docs/ray.md``); its batches are read-only views of
+            Ray's object store.
         ray_options: with ``worker_mode="ray"``, options for every actor, passed to
             Ray's ``.options(...)``: ``num_cpus``, ``memory``, ``resources``,
             ``label_selector``, ``scheduling_strategy``, ``runtime_env``...
         prefetch: batches in flight. Without workers: produced ahead by a background
             thread (0: none; None: a thread when producing a batch takes long enough
-            to pay for it). With workers: jobs queued or in work (None: 2 per worker).
+            to pay for it). With workers: jobs queued or in work (None or "auto":
+            tuned while loading, starting at 2 per worker).
         ordered: False hands out batches as they finish (same contents, order may
             change; the state still resumes exactly).
         worker_init_fn: ``fn(info: sk.WorkerInfo)``, run once in every worker.
@@ -130,9 +135,9 @@ class DataLoader(Generic[B]):
         sampler: Any = None,
         batch_sampler: Any = None,
         collate_fn: Callable[[list[Any]], B] | None = None,
-        num_workers: int = 0,
+        num_workers: int | Literal["auto"] = 0,
         worker_mode: Literal["inline", "thread", "process", "ray", "auto"] = "auto",
-        prefetch: int | None = None,
+        prefetch: int | Literal["auto"] | None = None,
         ordered: bool = True,
         worker_init_fn: Callable[[Any], None] | None = None,
         worker_init_arg: Callable[[Any], Any] | None = None,
@@ -159,6 +164,17 @@ class DataLoader(Generic[B]):
                 "batch_size conflicts with batch_sampler=...: the batch sampler decides the "
                 "batch size; drop batch_size"
             )
+        workers, depth, auto_workers, auto_prefetch = settle_auto(
+            num_workers,
+            prefetch,
+            worker_mode,
+            lambda: (
+                worker_mode == "thread"
+                or (
+                    worker_mode == "auto" and pipeline_releases_gil(as_dataset(dataset), collate_fn)
+                )
+            ),
+        )
         self._config = LoaderConfig(
             batch_size=1 if batch_size is _UNSET else batch_size,
             shuffle=shuffle,
@@ -167,9 +183,9 @@ class DataLoader(Generic[B]):
             sampler=sampler,
             batch_sampler=batch_sampler,
             collate_fn=collate_fn,
-            num_workers=num_workers,
+            num_workers=workers,
             worker_mode=worker_mode,
-            prefetch=prefetch,
+            prefetch=depth,
             ordered=ordered,
             worker_init_fn=worker_init_fn,
             worker_init_arg=worker_init_arg,
@@ -184,6 +200,8 @@ class DataLoader(Generic[B]):
             progress=progress,
             log_every=log_every,
             ray_options=ray_options,
+            auto_workers=auto_workers,
+            auto_prefetch=auto_prefetch,
         )
         if timeout is not None and prefetch == 0 and num_workers == 0:
             raise ConfigError(

@@ -22,9 +22,10 @@ from stoker._cli import main
 # exact and the fingerprint comparison run).
 SCALE = "0.06"
 COLUMNS = ["workload", "loader", "samples/s", "GB/s", "vs torch", "vs bare", "1st batch s"]
-# The single-process workloads; tests/bench/test_bench_workers.py covers the ones with workers.
+# The quick workloads (ints' two rows with workers run on tiny records);
+# tests/bench/test_bench_workers.py covers the ones with workers.
 EXPECTED_ROWS = {
-    "ints": ["stoker", "stoker (sk.range)", "torch"],
+    "ints": ["stoker", "stoker (sk.range)", "stoker 2 threads", "stoker auto, 2 workers", "torch"],
     "ints_map": ["stoker", "torch"],
     "memmap": ["stoker", "torch", "bare np.take"],
 }
@@ -53,7 +54,7 @@ def test_bench_prints_a_table_and_writes_verified_json(
         for loader in loaders:
             assert any(line.startswith(workload) and f" {loader} " in line for line in lines)
     assert "FAIL" not in out
-    assert "verified: 8 loaders produced the expected batches" in out
+    assert "verified: 10 loaders produced the expected batches" in out
 
     doc = json.loads(report.read_text())
     assert doc["format"] == "stoker-bench/1"
@@ -99,7 +100,7 @@ def test_bench_without_torch_runs_stoker_alone(
     out = capsys.readouterr().out
     assert "torch not installed: pip install 'stoker[torch]' to compare" in out
     rows = [line for line in out.splitlines() if line.startswith("ints ")]
-    assert [row.split()[1] for row in rows] == ["stoker", "stoker"]
+    assert [row.split()[1] for row in rows] == ["stoker"] * 4
 
 
 def _broken(ctx: BenchContext) -> Prepared:

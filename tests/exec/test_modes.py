@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 
 import numpy as np
@@ -474,6 +475,13 @@ def test_auto_mode_picks_threads_for_marked_functions_and_processes_otherwise():
             it = iter(loader)
             pids = {int(p) for b in it for p in b}
             assert it.stats().worker_mode == expected
+            # The first batches are built on threads while the processes start
+            # (docs/tuning.md); later epochs run on the processes.
+            deadline = time.monotonic() + 60
+            while expected == "process" and pids == {os.getpid()}:
+                assert time.monotonic() < deadline, "the process workers never took over"
+                time.sleep(0.05)
+                pids = {int(p) for b in loader for p in b}
         assert (pids == {os.getpid()}) == (expected == "thread")
 
 

@@ -11,7 +11,7 @@ from .._dataset import Dataset, IterDataset
 from .executor import Executor
 from .jobs import WorkerSpec
 
-__all__ = ["make_executor", "worker_spec"]
+__all__ = ["handover_applies", "make_executor", "worker_spec"]
 
 
 def worker_spec(
@@ -60,6 +60,8 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
     Errors:
         ValueError: an unknown mode (the config has resolved "auto" before).
     """
+    if handover_applies(mode, spec, cfg):
+        return start_handover(mode, spec, cfg)
     if mode == "inline":
         from .inline import InlineExecutor
 
@@ -90,3 +92,54 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
             max_restarts=cfg.max_restarts,
         )
     raise ValueError(f"no executor for worker mode {mode!r}")
+
+
+def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:
+    """True when ``worker_mode="auto"`` may start on threads and tune itself.
+
+    Not for streams (a part's cursor lives in the worker that reads it), nor with a
+    ``worker_init_fn`` (it would run on the threads, then again in every process),
+    nor under another start method than ``"forkserver"``: ``"fork"`` would copy
+    this process while the thread workers run user code (and the locks they hold),
+    and ``"spawn"`` workers re-run the main script (one without a ``__main__``
+    guard must fail at the first batch, not after epochs that threads finished
+    unnoticed).
+    """
+    return (
+        cfg.worker_mode == "auto"
+        and mode in ("thread", "process")
+        and cfg.num_workers > 0
+        and cfg.worker_init_fn is None
+        and cfg.start_method == "forkserver"
+        and not isinstance(spec.dataset, IterDataset)
+    )
+
+
+def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
+    """A :class:`~stoker._exec.handover.HandoverExecutor` towards ``mode``."""
+    from .._tuning import Tuner
+    from .handover import HandoverExecutor
+
+    start_target = None
+    if mode == "process":
+
+        def start_target() -> Any:
+            from .processes import ProcessExecutor
+
+            return ProcessExecutor(
+                spec,
+                start_method=cfg.start_method,
+                restart=cfg.restart_workers,
+                max_restarts=cfg.max_restarts,
+                slot_cap=4 * cfg.num_workers + 4,
+            )
+
+    depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
+    tuner = Tuner(cfg.num_workers, depth, auto_depth=cfg.tunes_depth)
+    return HandoverExecutor(
+        spec,
+        target=mode,
+        start_target=start_target,
+        tuner=tuner,
+        pool_slots=4 * cfg.num_workers + 4,
+    )

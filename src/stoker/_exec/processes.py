@@ -140,6 +140,11 @@ class ProcessExecutor(QueuedExecutor):
         return self._max_restarts - self._restarts_left
 
     @property
+    def ready(self) -> bool:
+        """True once every worker started and unpickled the pipeline."""
+        return all(w.ready for w in list(self._workers))
+
+    @property
     def pids(self) -> list[int]:
         """The process ids of the workers."""
         return [w.pid for w in self._workers]

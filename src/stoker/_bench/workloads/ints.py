@@ -3,6 +3,9 @@
 The records cost nothing to produce, so this row shows what a loader itself costs
 per record and per batch. ``stoker (sk.range)`` reads the same numbers from
 ``sk.range``, which builds a batch with one vectorised NumPy call.
+``stoker 2 threads`` hands every batch to one of two worker threads, and
+``stoker auto, 2 workers`` (``num_workers=2``, ``worker_mode="auto"``) measures that
+the hand-off costs more than the work and builds the batches inline.
 """
 
 from __future__ import annotations
@@ -32,9 +35,19 @@ def prepare(ctx: BenchContext) -> Prepared:
         def from_range() -> Any:
             return sk.DataLoader(sk.range(0, n), batch_size=BATCH_SIZE)
 
+        def with_workers(mode: Any) -> Any:
+            def make() -> Any:
+                return sk.DataLoader(
+                    sk.from_sequence(data), batch_size=BATCH_SIZE, num_workers=2, worker_mode=mode
+                )
+
+            return make
+
         runners += [
             Runner("stoker", "stoker", from_list),
             Runner("stoker (sk.range)", "stoker", from_range),
+            Runner("stoker 2 threads", "stoker", with_workers("thread")),
+            Runner("stoker auto, 2 workers", "stoker", with_workers("auto")),
         ]
     if ctx.wants("torch"):
         torch = ctx.torch

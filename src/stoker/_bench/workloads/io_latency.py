@@ -7,7 +7,8 @@ waiting at once, so every row has a limit of ``workers / 2 ms`` samples/s (8,000
 16 workers, 32,000 for 64) and the report says what fraction of it each reached.
 
 Rows: ``stoker x16`` (``worker_mode="auto"``, which picks threads for a marked
-function), ``stoker thread x64`` and ``torch x16`` (16 worker processes). The
+function), ``stoker thread x64``, ``stoker all auto`` (``num_workers="auto",
+prefetch="auto"``: four threads per core) and ``torch x16`` (16 worker processes). The
 records are read in order; record ``i`` is ``8 * i + arange(8)`` as int64.
 """
 
@@ -78,9 +79,15 @@ def prepare(ctx: BenchContext) -> Prepared:
                 dataset, batch_size=BATCH_SIZE, num_workers=MANY_WORKERS, worker_mode="thread"
             )
 
+        def stoker_all_auto() -> Any:
+            return sk.DataLoader(
+                dataset, batch_size=BATCH_SIZE, num_workers="auto", prefetch="auto"
+            )
+
         runners += [
             Runner(auto, "stoker", stoker_auto, limit=limit(WORKERS), show_mode=True),
             Runner(many, "stoker", stoker_threads, limit=limit(MANY_WORKERS)),
+            Runner("stoker all auto", "stoker", stoker_all_auto, show_mode=True),
         ]
     if ctx.wants("torch"):
         torch, records = ctx.torch, IndexFn(n, fetch)

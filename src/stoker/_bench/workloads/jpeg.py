@@ -10,8 +10,12 @@ produce the same batches, bit for bit, in stoker's epoch-0 shuffled order.
 
 Rows: ``stoker auto`` (every function is marked with :func:`stoker.releases_gil`, as
 file reads, Pillow's decoder and NumPy arithmetic release the GIL, so ``auto`` picks
-thread workers), ``stoker process``, ``stoker thread`` and ``torch``, all with 2
-workers. Every run also measures the time to the first batch of a fresh loader.
+thread workers), ``stoker auto unmarked`` (the same functions unmarked, so ``auto``
+picks process workers: its first batches are built on threads while they start),
+``stoker all auto`` (``num_workers="auto", prefetch="auto"``), the hand-picked
+settings ``stoker {thread,process} {1,2,4}``, ``torch``, and, where installed,
+``grain threads`` and ``spdl`` (2 threads each), 2 workers unless named. Every run
+also measures the time to the first batch of a fresh loader.
 
 The images are written once into the cache folder and reused: image ``i`` is a
 smooth random field from ``PCG64([SEED, i])`` plus a little noise, saved at quality
@@ -125,6 +129,62 @@ def pipeline(paths: list[str]) -> sk.Dataset[np.ndarray]:
     return sk.from_sequence(paths).map(read_file).map(decode).map(augment, seeded=True)
 
 
+def unmarked_pipeline(paths: list[str]) -> sk.Dataset[np.ndarray]:
+    """The same pipeline with functions stoker cannot tell release the GIL."""
+
+    def load(path: str, rng: np.random.Generator) -> np.ndarray:
+        return transform(path, rng)
+
+    return sk.from_sequence(paths).map(load, seeded=True)
+
+
+def peer_runners(paths: list[str], order: np.ndarray) -> list[Runner]:
+    """Grain (threads) and SPDL on the same function, where they are installed."""
+    import importlib
+
+    runners: list[Runner] = []
+    try:
+        grain: Any = importlib.import_module("grain")
+    except ImportError:
+        grain = None
+    if grain is not None:
+
+        def grain_loader() -> Any:
+            ds = grain.MapDataset.source([int(i) for i in order])
+            ds = ds.map(lambda i: transform(paths[i], record_rng(SEED, 0, i)))
+            ds = ds.batch(BATCH_SIZE)
+            return ds.to_iter_dataset(
+                grain.ReadOptions(num_threads=WORKERS, prefetch_buffer_size=256)
+            )
+
+        runners.append(Runner("grain threads", "bare", grain_loader))
+    try:
+        builder: Any = importlib.import_module("spdl.pipeline").PipelineBuilder
+    except ImportError:
+        builder = None
+    if builder is not None:
+
+        def load(i: int) -> np.ndarray:
+            return transform(paths[i], record_rng(SEED, 0, i))
+
+        class Epoch:
+            def __iter__(self) -> Any:
+                pipe = (
+                    builder()
+                    .add_source([int(i) for i in order])
+                    .pipe(load, concurrency=WORKERS, output_order="input")
+                    .aggregate(BATCH_SIZE, drop_last=False)
+                    .pipe(np.stack)
+                    .add_sink(4)
+                    .build(num_threads=WORKERS)
+                )
+                with pipe.auto_stop():
+                    yield from pipe
+
+        runners.append(Runner("spdl", "bare", Epoch))
+    return runners
+
+
 class TorchJpegs:
     """A map-style dataset for torch: record ``i`` is :func:`transform` of file ``i``.
 
@@ -161,26 +221,50 @@ def prepare(ctx: BenchContext) -> Prepared:
     batches = index_batches(order, BATCH_SIZE)
     runners: list[Runner] = []
     if ctx.wants("stoker"):
-        dataset = pipeline(paths)
+        dataset, unmarked = pipeline(paths), unmarked_pipeline(paths)
 
-        def stoker_loader(mode: Literal["auto", "process", "thread"]) -> Any:
+        def stoker_loader(
+            mode: Literal["auto", "process", "thread"],
+            workers: Any = WORKERS,
+            data: Any = dataset,
+            prefetch: Any = None,
+        ) -> Any:
             def make() -> Any:
                 return sk.DataLoader(
-                    dataset,
+                    data,
                     batch_size=BATCH_SIZE,
                     shuffle=True,
                     seed=SEED,
-                    num_workers=WORKERS,
+                    num_workers=workers,
                     worker_mode=mode,
+                    prefetch=prefetch,
                 )
 
             return make
 
         runners += [
             Runner("stoker auto", "stoker", stoker_loader("auto"), show_mode=True),
+            Runner(
+                "stoker auto unmarked",
+                "stoker",
+                stoker_loader("auto", data=unmarked),
+                show_mode=True,
+            ),
+            Runner(
+                "stoker all auto",
+                "stoker",
+                stoker_loader("auto", "auto", prefetch="auto"),
+                show_mode=True,
+            ),
             Runner("stoker process", "stoker", stoker_loader("process")),
             Runner("stoker thread", "stoker", stoker_loader("thread")),
         ]
+        if not ctx.quick and ctx.scale >= 0.25:  # the hand-picked settings to beat
+            for mode in ("thread", "process"):
+                for workers in (1, 4):
+                    runners.append(
+                        Runner(f"stoker {mode} {workers}", "stoker", stoker_loader(mode, workers))
+                    )
     if ctx.wants("torch"):
         torch, records, sampler = ctx.torch, TorchJpegs(paths, SEED), OrderSampler(order)
 
@@ -190,6 +274,8 @@ def prepare(ctx: BenchContext) -> Prepared:
             )
 
         runners.append(Runner("torch", "torch", torch_loader))
+    if ctx.wants("bare"):
+        runners += peer_runners(paths, order)
 
     def reference() -> Any:
         for idx in batches:
@@ -216,6 +302,7 @@ def prepare(ctx: BenchContext) -> Prepared:
         targets=(
             Target("stoker auto", "speed", 1.5),
             Target("stoker auto", "first_batch", 0.5),
+            Target("stoker auto unmarked", "first_batch", 0.5),
             Target("stoker process", "first_batch", 1.5),
         ),
     )

@@ -1,0 +1,486 @@
+"""``HandoverExecutor``: batches from what starts fast while what starts slowly starts.
+
+Worker processes take a while to start (a fork, unpickling the pipeline); threads
+start at once. Under ``worker_mode="auto"`` a loader's executor is a
+:class:`HandoverExecutor`: its first jobs run on worker threads (the first batch of
+an iterator split across them, so that every core builds it), the worker processes
+start in the background once the first batch is done, and jobs submitted after every
+process said it is ready go to the processes. When the measurements say that
+handing a batch to a worker costs more than building it (tiny records), jobs run on
+the caller's thread instead (inline), and go back to the workers if batches become
+expensive again (see :mod:`stoker._tuning`).
+
+Which executor runs a job never changes a batch or the state: the parent plans every
+job, and a job names its records and its place in the epoch.
+
+:class:`Autotune` is the iterator's side: after each batch it hands the tuner what
+the window of jobs and the tally measured, and applies the decision (inline or
+workers, batches in flight).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .._batching.pool import BufferPool
+from .._tuning import Decision, Tuner, Window
+from ..errors import IteratorFailed
+from .executor import Executor
+from .jobs import Done, Job, Runtime, Tally, WorkerSpec
+from .threads import ThreadExecutor, contained
+
+__all__ = ["Autotune", "HandoverExecutor", "concat_batches"]
+
+_log = logging.getLogger("stoker")
+
+_START_JOIN_SECONDS = 30.0
+"""How long :meth:`HandoverExecutor.close` waits for process workers still starting."""
+
+
+class CannotMerge(Exception):
+    """Sub-batches whose concatenation might differ from the whole batch."""
+
+
+class HandoverExecutor:
+    """Thread workers until the slower executor is ready, then it; or the caller's thread.
+
+    Example:
+        >>> import numpy as np, stoker as sk
+        >>> from stoker._context import Context
+        >>> spec = WorkerSpec(sk.range(10), None, 4, "raise", 0, 2, None, None)
+        >>> with HandoverExecutor(spec, target="thread") as ex:
+        ...     job = Job(0, "build", ((Context(), np.array([1, 2, 3, 4])),), "batch 0")
+        ...     ex.submit(job).result().value.tolist()
+        [1, 2, 3, 4]
+
+    Args:
+        spec: what every worker needs.
+        target: the mode the loader runs in once settled ("thread" or "process").
+        start_target: starts the target executor (None when it is the thread workers).
+        tuner: the policy that decides inline vs workers and the batches in flight.
+        pool_slots: recycled batch buffers of the thread workers.
+
+    Resources:
+        Owns the thread workers, the target executor once started, and while it
+        starts a thread ``stoker-handover-start``. :meth:`close` (idempotent) waits
+        for that thread and closes both executors; the loader's lease calls it.
+
+    Errors:
+        A job's exception reaches its future as with the executor that ran it.
+        When the target executor fails to start (a pipeline that cannot be pickled),
+        every later job fails with that error and :attr:`broken` names it.
+    """
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        *,
+        target: str,
+        start_target: Callable[[], Any] | None = None,
+        tuner: Tuner | None = None,
+        pool_slots: int = 8,
+    ) -> None:
+        self.mode = target
+        self.num_workers = spec.num_workers
+        self.tuner = tuner if tuner is not None else Tuner(spec.num_workers)
+        self.inline = False
+        self._lock = threading.Lock()
+        self._fast = ThreadExecutor(spec, BufferPool(spec.batch_size, pool_slots))
+        self._runtime = Runtime(spec, 0, "inline", BufferPool(spec.batch_size, 4))
+        self._start_target = start_target
+        self._target: Any = None
+        self._starter: threading.Thread | None = None
+        self._start_error: BaseException | None = None
+        self._closed = False
+        self._split = spec.batched and spec.collate_fn is None and spec.on_error == "raise"
+        self._last_token = -1  # the latest iterator seen (the lease counts them upwards)
+        self.handed_over_at: float | None = None
+        self._created = time.perf_counter()
+        self._spec = spec
+        self._inline_executor: Executor | None = None
+
+    def inline_executor(self) -> Executor:
+        """An executor that builds jobs on the thread asking for them, for an iterator
+        the tuner sent inline (made once, ended with this executor)."""
+        with self._lock:
+            if self._inline_executor is None:
+                from .inline import InlineExecutor
+
+                spec = replace(self._spec, num_workers=0)
+                self._inline_executor = InlineExecutor(spec, BufferPool(spec.batch_size, 4))
+            return self._inline_executor
+
+    # -- where a job goes ------------------------------------------------------------
+
+    @property
+    def settled(self) -> bool:
+        """True once jobs go where they will stay (the target executor is serving)."""
+        return self._start_target is None or self.handed_over_at is not None
+
+    def describe(self) -> str:
+        """Where jobs run now and the tuner's latest reason (for ``it.stats()``)."""
+        handover = ""
+        if self._start_target is not None and self.handed_over_at is not None:
+            handover = f", handed over to {self.mode} workers after {self.handed_over_at:.2f} s"
+        return f"auto: {self.route}{handover}; {self.tuner.decision.reason}"
+
+    @property
+    def route(self) -> str:
+        """Where the next job runs, in words."""
+        if self.inline:
+            return "inline (the caller's thread)"
+        if self.settled:
+            return f"{self.mode} workers"
+        return f"thread workers while {self.mode} workers start"
+
+    def _ready_target(self) -> Any:
+        """The target executor if it is ready to take jobs, else None."""
+        target = self._target
+        if target is None or not getattr(target, "ready", True):
+            return None
+        if self.handed_over_at is None:
+            self.handed_over_at = time.perf_counter() - self._created
+        return target
+
+    def submit(self, job: Job) -> Future[Done]:
+        """Run ``job`` where it runs best now; its future resolves to a :class:`Done`."""
+        if self._closed:
+            return _failed(
+                IteratorFailed(
+                    "the loader's workers were closed (loader.close() or the end of its "
+                    "with block) while this iterator was reading"
+                )
+            )
+        if self._start_error is not None:
+            return _failed(self._start_error)
+        target = self._target
+        if target is not None and target.broken is not None:
+            return _failed(target.broken)  # its workers crashed: say so, even on threads
+        first = job.token > self._last_token
+        self._last_token = max(self._last_token, job.token)
+        if self.inline and job.kind != "stream":
+            return self._run_here(job)
+        if self._start_target is None:
+            target = self._fast
+        else:
+            target = self._ready_target()
+            if target is None:
+                target = self._fast
+                if self._starter is None:
+                    future = self._on_fast(job, first)
+                    future.add_done_callback(lambda _f: self._start())
+                    return future
+        if target is self._fast:
+            return self._on_fast(job, first)
+        result: Future[Done] = target.submit(job)
+        return result
+
+    def _on_fast(self, job: Job, first: bool) -> Future[Done]:
+        if first and self._split and job.kind == "build" and len(job.parts) == 1:
+            return self._split_job(job)
+        return self._fast.submit(job)
+
+    def _run_here(self, job: Job) -> Future[Done]:
+        future: Future[Done] = Future()
+        future.set_running_or_notify_cancel()
+        try:
+            done = self._runtime.run(job)
+        except Exception as exc:
+            batch = job.seq if job.kind == "build" else None
+            future.set_exception(
+                contained(exc, f"the calling thread while building {job.where}", batch)
+            )
+        else:
+            future.set_result(done)
+        return future
+
+    def _split_job(self, job: Job) -> Future[Done]:
+        """``job`` built by every thread worker, a slice each, then joined.
+
+        The slices are concatenated only when that gives exactly the batch a single
+        build gives (arrays of one dtype and row shape, in dicts or tuples); otherwise
+        the whole job is built again, on one worker.
+        """
+        ((ctx, indices),) = job.parts
+        pieces = [p for p in np.array_split(indices, self.num_workers) if len(p)]
+        if len(pieces) < 2:
+            return self._fast.submit(job)
+        subs = [
+            self._fast.submit(
+                Job(job.seq, "build", ((ctx, p),), job.where, None, len(p), job.token)
+            )
+            for p in pieces
+        ]
+        merged: Future[Done] = Future()
+        left = [len(subs)]
+        lock = threading.Lock()
+
+        def joined(_: Future[Done]) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+            if any(f.cancelled() for f in subs):
+                merged.cancel()
+                return
+            error = next((f.exception() for f in subs if f.exception() is not None), None)
+            if error is not None:
+                _settle(merged, error=error)
+                return
+            dones = [f.result() for f in subs]
+            try:
+                value = concat_batches([d.value for d in dones])
+            except CannotMerge:
+                whole = self._fast.submit(job)
+                whole.add_done_callback(lambda f: _copy(f, merged))
+                return
+            _settle(
+                merged,
+                Done(
+                    value,
+                    sum(d.fetch_seconds for d in dones),
+                    sum(d.collate_seconds for d in dones),
+                ),
+            )
+
+        for sub in subs:
+            if sub.cancelled():
+                merged.cancel()
+                return merged
+            sub.add_done_callback(joined)
+        return merged
+
+    def _start(self) -> None:
+        """Start the target executor on a thread of its own (once)."""
+        with self._lock:
+            if self._starter is not None or self._closed or self._start_target is None:
+                return
+            self._starter = threading.Thread(
+                target=self._starting, name="stoker-handover-start", daemon=True
+            )
+            self._starter.start()
+
+    def _starting(self) -> None:
+        start = self._start_target
+        if start is None:
+            return
+        try:
+            target = start()
+        except BaseException as exc:
+            self._start_error = exc
+            return
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._target = target
+        if closed:
+            target.close()
+
+    # -- what the lease and the iterator ask ------------------------------------------
+
+    @property
+    def broken(self) -> BaseException | None:
+        """Why this executor cannot take jobs any more, or None."""
+        if self._start_error is not None:
+            return self._start_error
+        target = self._target
+        if target is not None and target.broken is not None:
+            return target.broken  # type: ignore[no-any-return]
+        return self._fast.broken
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def cancel(self, token: int) -> None:
+        """Drop the queued jobs of iterator ``token`` wherever they wait."""
+        self._fast.cancel(token)
+        target = self._target
+        if target is not None:
+            target.cancel(token)
+
+    def stacks(self) -> str:
+        """The stacks of the workers (for the watchdog's report)."""
+        parts = [self._fast.stacks()]
+        target = self._target
+        if target is not None and hasattr(target, "stacks"):
+            parts.append(target.stacks())
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        """End the thread workers and the target executor (idempotent)."""
+        if self._fast.foreign:
+            return
+        with self._lock:
+            self._closed = True
+            starter = self._starter
+        if starter is not None and starter is not threading.current_thread():
+            starter.join(_START_JOIN_SECONDS)
+        self._fast.close()
+        with self._lock:
+            target, self._target = self._target, None
+        if target is not None:
+            target.close()
+        if self._inline_executor is not None:
+            self._inline_executor.close()
+        self._runtime.builder.close()
+
+    def __enter__(self) -> HandoverExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Autotune:
+    """Hands the tuner what one iterator measured and applies its decisions.
+
+    Holds the executor, the window and the tally, never the iterator.
+    """
+
+    def __init__(self, executor: HandoverExecutor, window: Any, tally: Tally) -> None:
+        self._executor = executor
+        self._window = window
+        self._tally = tally
+        self._apply(executor.tuner.decision)
+        self._mark()
+        self._first = True
+
+    def _mark(self) -> None:
+        self._start = time.perf_counter()
+        self._wait = self._window.wait_seconds
+        self._work = self._tally.fetch_seconds + self._tally.collate_seconds
+        self._batches = 0
+
+    def _apply(self, decision: Decision) -> None:
+        ex = self._executor
+        ex.inline = decision.inline and ex.tuner.auto_inline
+        if not ex.inline:
+            self._window.depth = decision.depth
+        elif self._window.ordered:
+            # No new jobs: once the window is empty the iterator builds batches on
+            # its own thread, from the plan (see ``go_inline``).
+            self._window.depth = 0
+        else:  # batches handed out ahead: keep the window, jobs run on submit
+            self._window.depth = 1
+
+    @property
+    def go_inline(self) -> bool:
+        """True when the iterator should now build its batches itself: the tuner chose
+        inline, batches come in order, and no job is left in the window."""
+        return (
+            self._executor.inline
+            and self._window.ordered
+            and not self._window.in_flight()
+            and "ahead" not in self._window.state()
+        )
+
+    def step(self, batch: Any) -> None:
+        """Count one batch handed out; decide when a window of batches is complete."""
+        ex = self._executor
+        if self._first or not ex.settled:
+            # Measure the executor the loader settles on, from its second batch: the
+            # first one includes starting the pass.
+            self._first = False
+            self._mark()
+            return
+        self._batches += 1
+        tuner = ex.tuner
+        if not tuner.due(self._batches):
+            return
+        work = self._tally.fetch_seconds + self._tally.collate_seconds - self._work
+        window = Window(
+            batches=self._batches,
+            work_seconds=work,
+            wait_seconds=self._window.wait_seconds - self._wait,
+            elapsed_seconds=time.perf_counter() - self._start,
+            batch_bytes=_nbytes(batch),
+            inline=ex.inline,
+        )
+        before = tuner.decision
+        decision = tuner.observe(window)
+        if decision != before:
+            _log.info("stoker auto: %s", decision.reason)
+        self._apply(decision)
+        self._mark()
+
+
+def concat_batches(parts: list[Any]) -> Any:
+    """One batch from consecutive sub-batches, exactly as one build would give it.
+
+    Example:
+        >>> concat_batches([np.array([1, 2]), np.array([3])]).tolist()
+        [1, 2, 3]
+        >>> sorted(concat_batches([{"a": np.zeros(1)}, {"a": np.ones(2)}])["a"].tolist())
+        [0.0, 1.0, 1.0]
+
+    Raises:
+        CannotMerge: when the parts are not arrays of one dtype and row shape (in
+            matching dicts or tuples): collating them at once might differ.
+    """
+    first = parts[0]
+    if isinstance(first, np.ndarray):
+        for p in parts:
+            if not isinstance(p, np.ndarray) or p.dtype != first.dtype:
+                raise CannotMerge
+            if p.ndim == 0 or p.shape[1:] != first.shape[1:] or p.dtype == object:
+                raise CannotMerge
+        return np.concatenate(parts)
+    if type(first) is dict:
+        keys = list(first)
+        if any(type(p) is not dict or list(p) != keys for p in parts):
+            raise CannotMerge
+        return {k: concat_batches([p[k] for p in parts]) for k in keys}
+    if type(first) is tuple:
+        if any(type(p) is not tuple or len(p) != len(first) for p in parts):
+            raise CannotMerge
+        return tuple(concat_batches([p[i] for p in parts]) for i in range(len(first)))
+    raise CannotMerge
+
+
+def _nbytes(batch: Any) -> int:
+    if isinstance(batch, np.ndarray):
+        return int(batch.nbytes)
+    if isinstance(batch, dict):
+        return sum(_nbytes(v) for v in batch.values())
+    if isinstance(batch, tuple | list):
+        return sum(_nbytes(v) for v in batch[:64])
+    return 0
+
+
+def _failed(error: BaseException) -> Future[Done]:
+    future: Future[Done] = Future()
+    future.set_exception(error)
+    return future
+
+
+def _settle(
+    future: Future[Done], done: Done | None = None, error: BaseException | None = None
+) -> None:
+    """Resolve ``future`` unless its reader cancelled it meanwhile."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(done)  # type: ignore[arg-type]
+    except InvalidStateError:
+        pass
+
+
+def _copy(source: Future[Done], into: Future[Done]) -> None:
+    if source.cancelled():
+        into.cancel()
+        return
+    error = source.exception()
+    if error is not None:
+        _settle(into, error=error)
+    else:
+        _settle(into, source.result())

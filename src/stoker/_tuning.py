@@ -1,0 +1,243 @@
+"""The policy behind ``"auto"``: measurements in, decisions out.
+
+``num_workers="auto"``, ``prefetch="auto"`` and ``worker_mode="auto"`` are tuned by
+:class:`Tuner` from what the loader measures over windows of batches (a
+:class:`Window`): how long workers spent building them, how long the consumer waited
+in ``next()``, the wall time, and the size of one batch. The tuner answers with a
+:class:`Decision`: run jobs on the caller's thread (inline) or on the workers, and
+how many batches to keep in flight. It decides after the first few batches and then
+looks again, slowly, every few dozen. It never touches which batches come out or the
+state: the parent plans every batch, whoever builds it.
+
+The rules, in words:
+
+* **Inline or workers.** With workers, the consumer pays the time it waits in
+  ``next()`` per batch; inline it would pay the time to build the batch. When
+  waiting for workers costs clearly more than building the batch oneself (tiny
+  records, where the hand-off is the work), in two windows in a row, jobs run
+  inline. Inline, the tuner goes back to workers when a batch comes to cost several
+  times what waiting for workers cost.
+* **Batches in flight.** With workers, ``depth`` grows while the consumer still
+  waits for batches, up to what the memory budget holds, and shrinks towards one
+  batch per worker while batches are always ready (the consumer is the bottleneck:
+  batches held ahead only cost memory).
+
+This module is pure (no clocks, no threads), so every rule is tested on synthetic
+numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_MEMORY_BUDGET",
+    "FIRST_DECISION",
+    "MAX_AUTO_WORKERS",
+    "Decision",
+    "Tuner",
+    "Window",
+    "auto_num_workers",
+]
+
+FIRST_DECISION = 8
+"""Batches measured before the first decision."""
+LATER_DECISIONS = 32
+"""Batches between later decisions (tuning goes on slowly)."""
+MAX_AUTO_WORKERS = 8
+"""``num_workers="auto"`` starts at most this many process workers."""
+THREADS_PER_CORE = 4
+"""Thread workers per core for a pipeline that releases the GIL (I/O waits overlap)."""
+MAX_AUTO_THREADS = 16
+"""``num_workers="auto"`` starts at most this many thread workers."""
+DEFAULT_MEMORY_BUDGET = 1 << 30
+"""Bytes that the batches in flight may take (``prefetch="auto"``): 1 GiB."""
+WAITING = 0.10
+"""A consumer that waits this fraction of the time or more is waiting for batches."""
+IDLE = 0.03
+"""A consumer that waits less than this fraction is never kept waiting."""
+HURT = 1.5
+"""Workers hurt when the consumer waits this many times the work of a batch for them
+(in two windows in a row: one slow moment of the machine decides nothing)."""
+BACK_TO_WORKERS = 3.0
+"""Inline, a batch costing this many times the wait seen with workers goes back to them."""
+MIN_WORK_SECONDS = 1e-6  # below the clock's resolution: treated as this
+
+
+def auto_num_workers(threads: bool = False) -> int:
+    """The worker count ``num_workers="auto"`` starts.
+
+    Processes: one per usable core, at most 8. Threads (a pipeline that releases the
+    GIL, whose records often wait on files or the network): four per core, at most
+    16; the tuner keeps only as many batches in flight as pay off.
+
+    Example:
+        >>> 1 <= auto_num_workers() <= MAX_AUTO_WORKERS
+        True
+        >>> auto_num_workers(threads=True) >= auto_num_workers()
+        True
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    if threads:
+        return max(1, min(THREADS_PER_CORE * cores, MAX_AUTO_THREADS))
+    return max(1, min(cores, MAX_AUTO_WORKERS))
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the loader measured over a window of consecutive batches.
+
+    Attributes:
+        batches: batches handed to the consumer in the window.
+        work_seconds: time spent building them (reading, transforms, collate), summed.
+        wait_seconds: time the consumer spent inside ``next()``, summed.
+        elapsed_seconds: wall time the window took.
+        batch_bytes: bytes of one batch (0 when unknown).
+        inline: whether the window ran inline (jobs built in ``next()``).
+    """
+
+    batches: int
+    work_seconds: float
+    wait_seconds: float
+    elapsed_seconds: float
+    batch_bytes: int = 0
+    inline: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the tuner wants now: inline or workers, batches in flight, and why."""
+
+    inline: bool
+    depth: int
+    reason: str
+
+
+class Tuner:
+    """Decides inline vs workers and the batches in flight from measured windows.
+
+    Example:
+        >>> t = Tuner(num_workers=2)
+        >>> t.decision.depth, t.due(8)
+        (4, True)
+        >>> # tiny records: workers keep the consumer waiting longer than building
+        >>> hurt = Window(8, work_seconds=8e-5, wait_seconds=8e-4, elapsed_seconds=1e-3)
+        >>> t.observe(hurt).inline  # once may be a slow moment of the machine
+        False
+        >>> d = t.observe(hurt)
+        >>> d.inline, d.depth
+        (True, 1)
+
+    Args:
+        num_workers: the workers started (what "workers" means below).
+        depth: batches in flight to start with (default ``2 * num_workers``).
+        auto_depth: tune ``depth`` (``prefetch="auto"``); else keep it.
+        auto_inline: allow the inline decision (``worker_mode="auto"``).
+        memory_budget: bytes the batches in flight may take.
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        depth: int | None = None,
+        *,
+        auto_depth: bool = True,
+        auto_inline: bool = True,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    ) -> None:
+        self.num_workers = max(1, num_workers)
+        self.auto_depth = auto_depth
+        self.auto_inline = auto_inline
+        self.memory_budget = memory_budget
+        start = depth if depth is not None else 2 * self.num_workers
+        self.decision = Decision(False, max(1, start), "starting: workers, as configured")
+        self.history: list[Decision] = []
+        self._worker_wait = 0.0  # per batch, in the last window on workers
+        self._batch_bytes = 0
+        self._next_at = FIRST_DECISION
+        self._suspect = False  # the last window said workers hurt: one more to confirm
+
+    def due(self, batches: int) -> bool:
+        """True when ``batches`` (handed out since the last decision) call for one."""
+        return batches >= self._next_at
+
+    def max_depth(self) -> int:
+        """The most batches in flight: four per worker, within the memory budget."""
+        cap = 4 * self.num_workers
+        if self._batch_bytes > 0:
+            cap = min(cap, self.memory_budget // self._batch_bytes)
+        return max(1, cap)
+
+    def observe(self, window: Window) -> Decision:
+        """Take one window's measurements; the decision for the next one."""
+        self._next_at = LATER_DECISIONS
+        if window.batch_bytes > 0:
+            self._batch_bytes = window.batch_bytes
+        if window.batches <= 0:
+            return self.decision
+        work = max(window.work_seconds / window.batches, MIN_WORK_SECONDS)
+        wait = window.wait_seconds / window.batches
+        current = self.decision
+        if window.inline:
+            decision = self._from_inline(current, work)
+        else:
+            self._worker_wait = wait
+            decision = self._from_workers(current, work, wait, window)
+        if decision != current:
+            self.history.append(decision)
+        self.decision = decision
+        return decision
+
+    def _from_inline(self, current: Decision, work: float) -> Decision:
+        if work > BACK_TO_WORKERS * max(self._worker_wait, MIN_WORK_SECONDS):
+            depth = min(2 * self.num_workers, self.max_depth())
+            return Decision(
+                False,
+                depth,
+                f"a batch now costs {_ms(work)} to build, more than {BACK_TO_WORKERS:g}x the "
+                f"{_ms(self._worker_wait)} the consumer waited for workers: back to workers",
+            )
+        return current
+
+    def _from_workers(self, current: Decision, work: float, wait: float, w: Window) -> Decision:
+        hurt = self.auto_inline and wait > HURT * work
+        confirmed, self._suspect = hurt and self._suspect, hurt and not self._suspect
+        if self._suspect:
+            self._next_at = FIRST_DECISION  # look again soon
+        if confirmed:
+            return Decision(
+                True,
+                1,
+                f"next() waited {_ms(wait)} a batch for workers, more than the {_ms(work)} "
+                "it takes to build one: the hand-off costs more than the work, so batches "
+                "are built inline",
+            )
+        depth = min(current.depth, self.max_depth())
+        fraction = w.wait_seconds / w.elapsed_seconds if w.elapsed_seconds > 0 else 0.0
+        reason = current.reason
+        if self.auto_depth and fraction >= WAITING and depth < self.max_depth():
+            depth = min(self.max_depth(), depth + max(1, self.num_workers // 2))
+            reason = f"the consumer waited {fraction:.0%} of the time: {depth} batches in flight"
+        elif self.auto_depth and fraction < IDLE and depth > self.num_workers:
+            depth -= 1
+            reason = (
+                f"batches were always ready (waited {fraction:.1%} of the time): "
+                f"{depth} batches in flight are enough"
+            )
+        elif depth != current.depth:
+            reason = f"{depth} batches in flight fit the memory budget"
+        else:
+            reason = f"the consumer waited {fraction:.0%} of the time: {depth} batches in flight"
+        if current.inline:
+            reason = "workers: " + reason
+        return Decision(False, depth, reason)
+
+
+def _ms(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    return f"{seconds * 1e3:.1f} ms"

@@ -1,0 +1,93 @@
+"""The tuning policy on synthetic measurements: it decides, it does not time anything."""
+
+from stoker._tuning import FIRST_DECISION, LATER_DECISIONS, Tuner, Window
+
+
+def _run(tuner: Tuner, window: Window, rounds: int = 10):
+    decisions = []
+    for _ in range(rounds):
+        decisions.append(tuner.observe(window))
+    return decisions
+
+
+def test_the_first_decision_comes_after_a_few_batches_and_later_ones_slowly():
+    t = Tuner(num_workers=2)
+    assert not t.due(FIRST_DECISION - 1)
+    assert t.due(FIRST_DECISION)
+    t.observe(Window(FIRST_DECISION, 0.08, 0.0, 0.1))
+    assert not t.due(FIRST_DECISION)
+    assert t.due(LATER_DECISIONS)
+
+
+def test_input_bound_keeps_workers_and_adds_batches_in_flight_up_to_the_cap():
+    # Building a batch takes 10 ms; two workers halve what the consumer waits.
+    t = Tuner(num_workers=2)
+    decisions = _run(t, Window(64, 64 * 0.010, 64 * 0.005, 64 * 0.006))
+    assert not any(d.inline for d in decisions)
+    assert decisions[-1].depth == t.max_depth() == 8
+    assert "waited" in decisions[-1].reason
+
+
+def test_compute_bound_keeps_workers_with_one_batch_in_flight_per_worker():
+    # Batches are always ready: the consumer's own step is the bottleneck.
+    t = Tuner(num_workers=2, depth=6)
+    decisions = _run(t, Window(64, 64 * 0.010, 0.0, 64 * 0.020))
+    assert not any(d.inline for d in decisions)
+    assert decisions[-1].depth == 2
+    assert any("always ready" in d.reason for d in decisions)
+
+
+def test_workers_that_hurt_are_replaced_by_inline_building():
+    # Tiny records: 20 us of work, but the consumer waits 200 us a batch for workers.
+    t = Tuner(num_workers=2)
+    hurt = Window(8, 8 * 20e-6, 8 * 200e-6, 8 * 250e-6)
+    assert not t.observe(hurt).inline  # once may be a slow moment of the machine
+    assert t.due(8)  # so it looks again soon
+    d = t.observe(hurt)
+    assert d.inline
+    assert d.depth == 1
+    assert "hand-off costs more than the work" in d.reason
+    # Inline, batches stay cheap: it stays inline.
+    assert t.observe(Window(64, 64 * 20e-6, 64 * 25e-6, 64 * 30e-6, inline=True)).inline
+
+
+def test_one_slow_window_decides_nothing():
+    t = Tuner(num_workers=2)
+    assert not t.observe(Window(8, 8 * 1e-3, 8 * 15e-3, 8 * 16e-3)).inline
+    assert not t.observe(Window(8, 8 * 1e-3, 8 * 0.1e-3, 8 * 1e-3)).inline
+    assert not t.observe(Window(8, 8 * 1e-3, 8 * 15e-3, 8 * 16e-3)).inline
+
+
+def test_inline_goes_back_to_workers_when_batches_become_expensive():
+    t = Tuner(num_workers=2)
+    t.observe(Window(8, 8 * 20e-6, 8 * 200e-6, 8 * 250e-6))
+    t.observe(Window(8, 8 * 20e-6, 8 * 200e-6, 8 * 250e-6))
+    d = t.observe(Window(64, 64 * 5e-3, 64 * 5e-3, 64 * 5e-3, inline=True))
+    assert not d.inline
+    assert d.depth == 4
+    assert "back to workers" in d.reason
+    assert [x.inline for x in t.history][-2:] == [True, False]
+
+
+def test_the_memory_budget_caps_the_batches_in_flight():
+    t = Tuner(num_workers=4, memory_budget=1 << 30)
+    decisions = _run(t, Window(64, 64 * 0.010, 64 * 0.005, 64 * 0.006, batch_bytes=300 << 20))
+    assert t.max_depth() == 3
+    assert all(d.depth <= 3 for d in decisions)
+
+
+def test_fixed_settings_are_left_alone():
+    t = Tuner(num_workers=2, depth=5, auto_depth=False, auto_inline=False)
+    for window in (
+        Window(8, 8 * 20e-6, 8 * 200e-6, 8 * 250e-6),  # workers hurt
+        Window(64, 64 * 0.010, 0.0, 64 * 0.020),  # compute-bound
+    ):
+        d = t.observe(window)
+        assert not d.inline
+        assert d.depth == 5
+
+
+def test_an_empty_window_changes_nothing():
+    t = Tuner(num_workers=2)
+    before = t.decision
+    assert t.observe(Window(0, 0.0, 0.0, 0.0)) is before
