@@ -88,6 +88,10 @@ class JobWindow:
         self._next_job = next_job
         self._finish = finish
         self._executor = executor
+        # Workers plan the next job as soon as one is handed out, to keep busy; jobs
+        # built when asked for are planned when asked for, so that a change made
+        # between two batches (a mixture's weights) reaches the very next one.
+        self._plans_ahead = executor.mode != "inline"
         self.depth = max(1, depth)
         self.ordered = ordered
         self._timeout = timeout
@@ -230,7 +234,7 @@ class JobWindow:
                     del future  # the traceback keeps this frame: no cycle through the future
                     raise
                 self._handed_out(job)
-                if len(self._inflight) < self.depth:
+                if self._plans_ahead and len(self._inflight) < self.depth:
                     self._top_up()
                 if item is not None:
                     return item if not self._out else (item[0], self.state(), item[2])
