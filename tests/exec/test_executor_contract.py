@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
@@ -44,11 +46,39 @@ EXECUTORS = [
     Entry("inline", 0),
     Entry("thread", 2),
     Entry("process", 2),
+    Entry("auto", 2),  # threads while process workers start, then them (or inline)
+    Entry("ray", 2),
 ]
+
+SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray instance for this module's Ray entries, started on first use.
+
+    Its workers inherit PYTHONPATH naming this directory, so that they import the
+    functions defined in this module as they would a user's.
+    """
+    ray = pytest.importorskip("ray")
+    saved = os.environ.get("PYTHONPATH")
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join([os.path.abspath(SRC), here, saved or ""])
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+    yield
+    ray.shutdown()
 
 
 @pytest.fixture(params=EXECUTORS, ids=str)
 def entry(request: pytest.FixtureRequest) -> Entry:
+    if request.param.mode == "ray":
+        request.getfixturevalue("local_ray")
     return request.param
 
 
@@ -80,8 +110,9 @@ def loader_for(entry: Entry, ds: Any = None, **extra: Any) -> sk.DataLoader[Any]
 
 def executor_for(entry: Entry, ds: Any, **extra: Any) -> Executor:
     """The executor a loader of ``entry`` would start, made the way the loader makes it."""
-    cfg = loader_for(entry, ds, **extra)._config
-    return make_executor(entry.mode, worker_spec(cfg, ds), cfg)
+    loader = loader_for(entry, ds, **extra)
+    cfg = loader._config
+    return make_executor(loader._resolved_mode(), worker_spec(cfg, ds), cfg)
 
 
 def job(seq: int, indices: list[int], token: int = 1) -> Job:
@@ -106,7 +137,9 @@ def test_the_same_batches_as_inline(entry: Entry) -> None:
 
 
 @pytest.mark.parametrize("ordered", [True, False])
-def test_a_state_resumes_exactly_in_every_executor(entry: Entry, ordered: bool) -> None:
+def test_a_state_resumes_exactly_in_every_executor(
+    entry: Entry, ordered: bool, request: pytest.FixtureRequest
+) -> None:
     expected = inline_reference(1)
     with loader_for(entry, ordered=ordered) as loader:
         it = iter(loader)
@@ -114,6 +147,8 @@ def test_a_state_resumes_exactly_in_every_executor(entry: Entry, ordered: bool) 
         saved = json.dumps(it.state_dict())
         it.close()
     for other in EXECUTORS:  # a state saved under one executor resumes under each
+        if other.mode == "ray":
+            request.getfixturevalue("local_ray")
         with loader_for(other) as resumed:
             rest = list(resumed.iter(state=json.loads(saved)))
         got = head + rest

@@ -33,7 +33,7 @@ import numpy as np
 from .._batching.pool import BufferPool
 from .._tuning import Decision, Tuner, Window
 from ..errors import IteratorFailed
-from .executor import Executor
+from .executor import Executor, cancel_future
 from .jobs import Done, Job, Runtime, Tally, WorkerSpec
 from .threads import ThreadExecutor, contained
 
@@ -229,7 +229,7 @@ class HandoverExecutor:
                 if left[0]:
                     return
             if any(f.cancelled() for f in subs):
-                merged.cancel()
+                cancel_future(merged)
                 return
             error = next((f.exception() for f in subs if f.exception() is not None), None)
             if error is not None:
@@ -253,7 +253,7 @@ class HandoverExecutor:
 
         for sub in subs:
             if sub.cancelled():
-                merged.cancel()
+                cancel_future(merged)
                 return merged
             sub.add_done_callback(joined)
         return merged
@@ -477,7 +477,7 @@ def _settle(
 
 def _copy(source: Future[Done], into: Future[Done]) -> None:
     if source.cancelled():
-        into.cancel()
+        cancel_future(into)
         return
     error = source.exception()
     if error is not None:

@@ -36,6 +36,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..errors import ConfigError, IteratorFailed, WorkerCrashed, WorkerError
+from .executor import cancel_future
 from .jobs import Done, Job, Runtime, WorkerSpec
 from .processes import DEFAULT_MAX_RESTARTS
 from .queue import QueuedExecutor
@@ -369,7 +370,7 @@ class RayExecutor(QueuedExecutor):
                 member.held = []
                 member.dead = True
         for _, future in queued:
-            future.cancel()
+            cancel_future(future)  # wakes wait() as well as result()
         for _, future in held:
             _fail(future, IteratorFailed("the loader was closed while this batch was being built"))
         self._results.put(None)
