@@ -145,10 +145,16 @@ def test_an_exception_in_a_worker_names_its_sample_and_the_next_batch_follows(ba
 def _dies_once_in_a_process(parent, pid_file):
     def fn(x):
         if os.getpid() != parent and not os.path.exists(pid_file):
-            with open(pid_file + ".tmp", "w") as f:
-                f.write(str(os.getpid()))
-            os.replace(pid_file + ".tmp", pid_file)
-            time.sleep(30)
+            try:  # one worker process only: the first to claim it
+                os.close(os.open(pid_file + ".claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                tmp = f"{pid_file}.{os.getpid()}.tmp"
+                with open(tmp, "w") as f:
+                    f.write(str(os.getpid()))
+                os.replace(tmp, pid_file)
+                time.sleep(30)
         time.sleep(0.001)
         return x
 
