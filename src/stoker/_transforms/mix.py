@@ -150,8 +150,12 @@ class MixDataset(_Mixing, DatasetNode[T]):
         return self._len
 
     @property
-    def _may_skip(self) -> bool:
-        return any(ds._may_skip for ds in self._parts)
+    def may_skip(self) -> bool:
+        return any(ds.may_skip for ds in self._parts)
+
+    @property
+    def releases_gil(self) -> bool:
+        return all(ds.releases_gil for ds in self._parts)
 
     def _mixture(self) -> MixDataset[Any]:
         return self
