@@ -18,6 +18,7 @@ from .._dataset import Dataset, DatasetNode, IterDataset
 from .._sampling.base import check_int
 from .._sampling.mixture import MixSampler, Mixture, check_rule
 from .._sampling.schedule import Schedule, WeightControl, check_weights
+from .._state import SAMPLER
 from .._stats import SourceShare
 from ..errors import ConfigError
 from .concat import check_parts, fetch_parts, gather_parts
@@ -187,7 +188,7 @@ class MixDataset(_Mixing, DatasetNode[T]):
 
     def _mixture_report(self, state: Mapping[str, Any] | None) -> list[SourceShare]:
         """The share of each source drawn so far in the epoch of the loader ``state``."""
-        entry = None if state is None else state.get("sampler")
+        entry = None if state is None else state.get(SAMPLER)
         key = None if entry is None else (entry.get("epoch"), entry.get("position"), id(entry))
         if self._report is not None and self._report[0] == key and key is not None:
             return self._report[1]
