@@ -18,7 +18,6 @@ from ._batching.pad import pad_collate as pad_collate
 from ._dataset import Dataset as Dataset
 from ._dataset import IterDataset as IterDataset
 from ._elastic import merge_host_states as merge_host_states
-from ._exec.gil import releases_gil as releases_gil
 from ._hosts import Shard as Shard
 from ._iterator import LoaderIterator as LoaderIterator
 from ._loader import DataLoader as DataLoader
@@ -53,6 +52,7 @@ from ._transforms.concat import concat as concat
 from ._transforms.mix import mix as mix
 from ._transforms.pack import pack as pack
 from ._transforms.zip import zip as zip
+from ._typing import releases_gil as releases_gil
 from ._verdict import Verdict as Verdict
 from ._worker_info import WorkerInfo as WorkerInfo
 from ._worker_info import get_worker_info as get_worker_info

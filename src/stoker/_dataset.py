@@ -15,6 +15,15 @@ implements for its parent chain:
   given. Stages that can produce a batch with vectorised NumPy work (array sources,
   ranges) implement it; it is the bulk-loading path and is exactly what
   ``default_collate(self._fetch(indices, ctx))`` would return.
+
+Every node also answers two questions about itself, as properties, so that no part
+of the loader needs to know the stages by name:
+
+* ``may_skip``: may the node drop records (a filter in its chain)? A loader then
+  reads ahead and fills each batch with the next records that pass.
+* ``releases_gil``: does all of its work (and its parents') release the GIL? Then
+  ``worker_mode="auto"`` runs it on threads. A function is known to when it is marked
+  with :func:`~stoker.releases_gil`.
 """
 
 from __future__ import annotations
@@ -34,7 +43,14 @@ if TYPE_CHECKING:
     from ._transforms.pack import Packer
     from ._transforms.stream import BatchedStream
 
-__all__ = ["Dataset", "DatasetNode", "IterDataset", "StreamCursor", "UnaryNode", "as_index_array"]
+__all__ = [
+    "Dataset",
+    "DatasetNode",
+    "IterDataset",
+    "StreamCursor",
+    "UnaryNode",
+    "as_index_array",
+]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -109,8 +125,36 @@ class Dataset(Generic[T]):
         return NotImplemented
 
     @property
+    def may_skip(self) -> bool:
+        """True when the node may drop records: ``_fetch`` may return ``SKIP`` (a
+        filter sits in the chain). A loader then fills each batch with the next
+        records that pass.
+
+        Example:
+            >>> import stoker as sk
+            >>> sk.range(4).may_skip, sk.range(4).filter(bool).shuffle(0).may_skip
+            (False, True)
+        """
+        return False
+
+    @property
     def _may_skip(self) -> bool:
-        """True when ``_fetch`` may return ``SKIP`` (a filter sits in the chain)."""
+        """The loader's older name of :attr:`may_skip`."""
+        return self.may_skip
+
+    @property
+    def releases_gil(self) -> bool:
+        """True when reading records (this node and its parents) releases the GIL, so
+        that ``worker_mode="auto"`` may run the pipeline on threads.
+
+        False unless a node says otherwise: a dataset of your own that reads with the
+        GIL released (I/O, NumPy, a C decoder) may override it to return True.
+
+        Example:
+            >>> import stoker as sk
+            >>> sk.range(4).shuffle(0).releases_gil, sk.range(4).map(str).releases_gil
+            (True, False)
+        """
         return False
 
     def _packer(self, rows: int) -> Packer | None:
@@ -237,7 +281,8 @@ class DatasetNode(Dataset[T]):
 
 
 class UnaryNode(DatasetNode[T]):
-    """Base of stages over one parent: its length and its filter flag are the parent's.
+    """Base of stages over one parent: its length, :attr:`may_skip` and
+    :attr:`releases_gil` are the parent's (an index stage: shuffle, shard, slice).
 
     Subclasses call ``super().__init__(parent)`` and read records through
     ``self._parent``; a stage that changes the length sets ``self._len``.
@@ -264,8 +309,12 @@ class UnaryNode(DatasetNode[T]):
         return self._len
 
     @property
-    def _may_skip(self) -> bool:
-        return self._parent._may_skip
+    def may_skip(self) -> bool:
+        return self._parent.may_skip
+
+    @property
+    def releases_gil(self) -> bool:
+        return self._parent.releases_gil
 
 
 class StreamCursor(Protocol[T_co]):
@@ -312,6 +361,17 @@ class IterDataset(Generic[T]):
     """Set to True when ``__iter__`` reads only its worker's part of the stream (from
     ``sk.get_worker_info()``); otherwise, with several workers, each worker reads the
     whole stream and keeps every ``num_workers``-th record."""
+
+    @property
+    def may_skip(self) -> bool:
+        """True when the stream may drop records of its parent (a filter in the chain)."""
+        return False
+
+    @property
+    def releases_gil(self) -> bool:
+        """True when reading the stream (this node and its parents) releases the GIL;
+        see :attr:`Dataset.releases_gil`. False unless a node says otherwise."""
+        return False
 
     def _open(self, ctx: Context, state: dict[str, Any] | None) -> StreamCursor[T]:
         """Start reading at ``state`` (None: the beginning), only ``ctx.shard``'s part."""

@@ -26,6 +26,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._hosts import Shard
+from ._state import (
+    AHEAD,
+    BATCHES,
+    ELASTIC,
+    ENDED,
+    EPOCH,
+    HOST,
+    HOSTS,
+    KIND,
+    NEXT,
+    PARTS,
+    STATES,
+    STREAM,
+    parts_state,
+    position_state,
+)
 from ._transforms.stream import StreamNode
 from .errors import StateError
 
@@ -49,8 +65,8 @@ def elastic_dataset(dataset: object) -> StreamNode[Any] | None:
 
 def is_elastic_state(state: Any) -> bool:
     """True for a loader state whose stream part is an elastic stream's."""
-    stream = state.get("stream") if isinstance(state, dict) else None
-    return isinstance(stream, dict) and stream.get("elastic") == 1
+    stream = state.get(STREAM) if isinstance(state, dict) else None
+    return isinstance(stream, dict) and stream.get(ELASTIC) == 1
 
 
 def _readers(hosts: Shard, parts: int) -> list[Shard]:
@@ -61,37 +77,30 @@ def elastic_state(
     hosts: Shard, states: Sequence[State | None], next_part: int, ended: Sequence[bool]
 ) -> State:
     """The loader's stream state of an elastic stream read by ``len(states)`` readers."""
-    return {
-        "elastic": 1,
-        "hosts": [hosts.index, hosts.count],
-        "parts": len(states),
-        "states": list(states),
-        "next": next_part,
-        "ended": list(ended),
-    }
+    return parts_state(states, next_part, ended, hosts)
 
 
 def _check(stream: Any) -> tuple[Shard, int]:
     ok = (
         isinstance(stream, dict)
-        and stream.get("elastic") == 1
-        and isinstance(stream.get("hosts"), list)
-        and len(stream["hosts"]) == 2
-        and isinstance(stream.get("parts"), int)
-        and stream["parts"] >= 1
-        and isinstance(stream.get("states"), list)
-        and len(stream["states"]) == stream["parts"]
-        and isinstance(stream.get("ended"), list)
-        and len(stream["ended"]) == stream["parts"]
-        and isinstance(stream.get("next"), int)
+        and stream.get(ELASTIC) == 1
+        and isinstance(stream.get(HOSTS), list)
+        and len(stream[HOSTS]) == 2
+        and isinstance(stream.get(PARTS), int)
+        and stream[PARTS] >= 1
+        and isinstance(stream.get(STATES), list)
+        and len(stream[STATES]) == stream[PARTS]
+        and isinstance(stream.get(ENDED), list)
+        and len(stream[ENDED]) == stream[PARTS]
+        and isinstance(stream.get(NEXT), int)
     )
     if not ok:
         raise StateError(
             "this stream is elastic, but the state's stream part is not an elastic stream "
             "state: pass a state saved by a loader over the same stream, unchanged"
         )
-    index, count = stream["hosts"]
-    return Shard(int(index), int(count)), int(stream["parts"])
+    index, count = stream[HOSTS]
+    return Shard(int(index), int(count)), int(stream[PARTS])
 
 
 def fresh_state(hosts: Shard, parts: int) -> State:
@@ -112,10 +121,10 @@ def restore_elastic(dataset: StreamNode[Any], stream: Any, hosts: Shard, parts: 
     if stream is None:
         return [None] * parts, 0, [False] * parts
     saved_hosts, saved_parts = _check(stream)
-    states: list[State | None] = list(stream["states"])
-    ended = [bool(e) for e in stream["ended"]]
+    states: list[State | None] = list(stream[STATES])
+    ended = [bool(e) for e in stream[ENDED]]
     if saved_hosts == hosts and saved_parts == parts:
-        return states, int(stream["next"]) % parts, ended
+        return states, int(stream[NEXT]) % parts, ended
     if all(s is None for s in states) and not any(ended):
         return [None] * parts, 0, [False] * parts
     if saved_hosts.count == hosts.count:
@@ -152,7 +161,7 @@ def _same_run(states: list[dict[str, Any]]) -> dict[str, Any]:
     return header
 
 
-_OWN = ("host", "stream", "batches", "epoch", "ahead")
+_OWN = (HOST, STREAM, BATCHES, EPOCH, AHEAD)
 
 
 def merge_host_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -183,7 +192,7 @@ def merge_host_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not states or not all(isinstance(s, dict) for s in states):
         raise StateError("merge_host_states() needs the state (a dict) of every host")
     first = states[0]
-    if first.get("kind") != "stream" or "host" not in first:
+    if first.get(KIND) != "stream" or HOST not in first:
         if any(s != first for s in states):
             raise StateError(
                 "these states differ, and they are not those of an elastic stream's hosts: "
@@ -192,37 +201,37 @@ def merge_host_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
             )
         return first
     header = _same_run(states)
-    hosts = [s.get("host") for s in states]
+    hosts = [s.get(HOST) for s in states]
     count = len(states)
     if sorted(tuple(h) for h in hosts if isinstance(h, list)) != [(i, count) for i in range(count)]:
         raise StateError(
             f"merge_host_states() needs the state of each host once; got hosts {hosts} in "
             f"{count} states"
         )
-    streams = [s.get("stream") for s in states]
-    if not all(s is None or (isinstance(s, dict) and s.get("elastic") == 1) for s in streams):
+    streams = [s.get(STREAM) for s in states]
+    if not all(s is None or (isinstance(s, dict) and s.get(ELASTIC) == 1) for s in streams):
         raise StateError(
             "this stream is not elastic: its state resumes only on the same host with the "
             "same num_workers (tar shards, and map/filter/batch over them, are elastic)"
         )
-    epoch = min(int(s["epoch"]) for s in states)
+    epoch = min(int(s[EPOCH]) for s in states)
     layouts = [_check(s)[1] for s in streams if s is not None]
     parts = layouts[0] if layouts else 1
     merged: list[State | None] = []
     ended: list[bool] = []
-    for state in sorted(states, key=lambda s: int(s["host"][0])):
-        stream = state.get("stream")
-        if int(state["epoch"]) == epoch and stream is not None:
+    for state in sorted(states, key=lambda s: int(s[HOST][0])):
+        stream = state.get(STREAM)
+        if int(state[EPOCH]) == epoch and stream is not None:
             if _check(stream)[1] != parts:
                 raise StateError("these states come from loaders with other num_workers")
-            merged.extend(stream["states"])
-            ended.extend(bool(e) for e in stream["ended"])
+            merged.extend(stream[STATES])
+            ended.extend(bool(e) for e in stream[ENDED])
             continue
         fresh = stream is None or (
-            all(x is None for x in stream["states"]) and not any(stream["ended"])
+            all(x is None for x in stream[STATES]) and not any(stream[ENDED])
         )
-        if int(state["epoch"]) != epoch + 1 or not fresh:
-            if int(state["epoch"]) == epoch:  # loader.state_dict() before reading
+        if int(state[EPOCH]) != epoch + 1 or not fresh:
+            if int(state[EPOCH]) == epoch:  # loader.state_dict() before reading
                 merged.extend([None] * parts)
                 ended.extend([False] * parts)
                 continue
@@ -232,6 +241,6 @@ def merge_host_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
             )
         merged.extend([None] * parts)  # this host's stream ended: all its shards are read
         ended.extend([True] * parts)
-    batches = max(int(s["batches"]) for s in states if int(s["epoch"]) == epoch)
+    batches = max(int(s[BATCHES]) for s in states if int(s[EPOCH]) == epoch)
     stream = elastic_state(Shard(0, 1), merged, 0, ended)
-    return {**header, "epoch": epoch, "batches": batches, "stream": stream}
+    return position_state(header, epoch, batches, stream=stream)

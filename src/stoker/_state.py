@@ -1,16 +1,35 @@
-"""Saved states <-> JSON: versioned, validated, never unpickled.
+"""Saved states <-> JSON: the loader state's schema, versioned, validated, never unpickled.
 
 A state is a small dict of JSON types. It repeats the settings that decide what comes
 next (a loader's seed, dataset length, batch size; a sampler's kind, length, seed);
 restoring it into an object whose settings differ is refused with a
 :class:`StateError` that names the field, instead of silently going on with other
-data. This module holds the checks that every stateful part of stoker uses.
+data. This module holds the loader state's schema (:data:`SCHEMA`, the key names
+every other module uses, and the few functions that build and read a state) and the
+checks that every stateful part of stoker uses.
+
+The loader state, format ``stoker.loader/1``::
+
+    {"format", "kind", "seed", ...settings}   the header (loader_header)
+    "epoch", "batches"                        the epoch and the batches handed out in it
+    "ahead": [k, ...]                         batches after "batches" already handed out
+                                              (ordered=False); absent when none
+    "carry": [[epoch, index], ...]            map: records carried into the epoch (rollover)
+    "sampler": {...}                          map: the sampler's own state
+    "stream": None | {...}                    stream: the reader's state, or with workers
+                                              {"parts", "states", "next", "ended"}
+                                              (elastic streams add "elastic", "hosts")
+    "torch": {...}                            the torch drop-in's own fields
+
+Every stage keeps its own state below its key (a sampler's under "sampler", a
+stream's under "stream"); only the loader's fields are named here.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._hosts import Shard
@@ -19,9 +38,123 @@ from .errors import StateError
 if TYPE_CHECKING:
     from ._config import LoaderConfig
 
-__all__ = ["FORMAT", "check_fields", "check_state", "loader_header", "state_int"]
+__all__ = [
+    "AHEAD",
+    "BATCHES",
+    "CARRY",
+    "ELASTIC",
+    "ENDED",
+    "EPOCH",
+    "FORMAT",
+    "HOST",
+    "HOSTS",
+    "KIND",
+    "NEXT",
+    "PARTS",
+    "SAMPLER",
+    "SCHEMA",
+    "STATES",
+    "STREAM",
+    "TORCH",
+    "Field",
+    "ahead_of",
+    "check_fields",
+    "check_state",
+    "loader_header",
+    "parts_state",
+    "position_state",
+    "state_int",
+    "with_ahead",
+]
 
 FORMAT = "stoker.loader/1"
+
+# The loader state's keys (see the module doc).
+KIND = "kind"
+EPOCH = "epoch"
+BATCHES = "batches"
+AHEAD = "ahead"
+CARRY = "carry"
+SAMPLER = "sampler"
+STREAM = "stream"
+HOST = "host"
+TORCH = "torch"
+# The keys of a stream state read by workers (``"stream"`` with workers).
+PARTS, STATES, NEXT, ENDED, ELASTIC, HOSTS = "parts", "states", "next", "ended", "elastic", "hosts"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a loader state after its header: the kinds of state that must
+    hold it (``required``), and what it means."""
+
+    key: str
+    required: tuple[str, ...]
+    meaning: str
+
+
+SCHEMA: tuple[Field, ...] = (
+    Field(EPOCH, ("map", "batch_sampler", "stream"), "the epoch"),
+    Field(BATCHES, ("map", "batch_sampler", "stream"), "batches handed out in the epoch"),
+    Field(AHEAD, (), "batch numbers after 'batches' already handed out (ordered=False)"),
+    Field(CARRY, ("map",), "[epoch, index] pairs carried into the epoch"),
+    Field(SAMPLER, ("map",), "the sampler's own state"),
+    Field(STREAM, ("stream",), "the stream's state (None: not read yet)"),
+    Field(TORCH, (), "the torch drop-in's own fields"),
+)
+"""The loader state's fields after the header; :func:`check_state` checks them."""
+
+
+def position_state(
+    header: Mapping[str, Any], epoch: int, batches: int, **fields: Any
+) -> dict[str, Any]:
+    """A loader state: ``header``, the position (``epoch``, ``batches``) and a plan's
+    own ``fields`` (``carry`` and ``sampler``, or ``stream``).
+
+    Example:
+        >>> position_state({"format": FORMAT, "kind": "stream"}, 1, 2, stream=None)
+        {'format': 'stoker.loader/1', 'kind': 'stream', 'epoch': 1, 'batches': 2, 'stream': None}
+    """
+    return {**header, EPOCH: epoch, BATCHES: batches, **fields}
+
+
+def ahead_of(state: Mapping[str, Any] | None) -> list[int]:
+    """The batches after ``state["batches"]`` that were already handed out.
+
+    Example:
+        >>> ahead_of({"batches": 3, "ahead": [5]}), ahead_of(None)
+        ([5], [])
+    """
+    return [] if state is None else list(state.get(AHEAD, []))
+
+
+def with_ahead(state: dict[str, Any], ahead: Sequence[int]) -> dict[str, Any]:
+    """``state`` with the batches handed out ahead of it (the same state when none).
+
+    Example:
+        >>> with_ahead({"batches": 3}, [5])
+        {'batches': 3, 'ahead': [5]}
+    """
+    return {**state, AHEAD: list(ahead)} if ahead else state
+
+
+def parts_state(
+    states: Sequence[Any],
+    next_part: int,
+    ended: Sequence[bool],
+    hosts: Shard | None = None,
+) -> dict[str, Any]:
+    """The ``"stream"`` entry of a stream read by ``len(states)`` workers (``hosts``:
+    an elastic stream's, which names the host layout).
+
+    Example:
+        >>> parts_state([None, None], 0, [False, False])
+        {'parts': 2, 'states': [None, None], 'next': 0, 'ended': [False, False]}
+    """
+    entry: dict[str, Any] = {} if hosts is None else {ELASTIC: 1, HOSTS: [hosts.index, hosts.count]}
+    entry.update({PARTS: len(states), STATES: list(states), NEXT: next_part, ENDED: list(ended)})
+    return entry
+
 
 _LOADER_HINTS = {
     "seed": "pass the same seed=",
@@ -35,9 +168,8 @@ _LOADER_HINTS = {
 }
 
 _REQUIRED = {
-    "map": ("epoch", "batches", "carry", "sampler"),
-    "batch_sampler": ("epoch", "batches"),
-    "stream": ("epoch", "batches", "stream"),
+    kind: tuple(f.key for f in SCHEMA if kind in f.required)
+    for kind in ("map", "batch_sampler", "stream")
 }
 
 
@@ -126,23 +258,23 @@ def check_state(state: object, header: Mapping[str, Any], sampler: Any = None) -
             f"not a stoker loader state of format {FORMAT!r} (got {got!r}): pass what "
             "it.state_dict() or loader.state_dict() returned"
         )
-    expected = {"kind": header["kind"], **header}
-    stream = state.get("stream")
-    if isinstance(stream, Mapping) and stream.get("elastic") == 1:
+    expected = {KIND: header[KIND], **header}
+    stream = state.get(STREAM)
+    if isinstance(stream, Mapping) and stream.get(ELASTIC) == 1:
         # An elastic stream's state names its hosts itself and re-deals its shards to
         # another host count (see _elastic.py); the plan checks the layout.
-        expected.pop("host", None)
+        expected.pop(HOST, None)
     check_fields(state, expected, "this loader", _LOADER_HINTS)
-    missing = [k for k in _REQUIRED[header["kind"]] if k not in state]
+    missing = [k for k in _REQUIRED[header[KIND]] if k not in state]
     if missing:
         raise StateError(f"the state lacks the fields {missing}: it is damaged or hand-made")
-    epoch = state_int(state, "epoch", "this loader")
-    state_int(state, "batches", "this loader")
-    _check_ahead(state.get("ahead", []))
-    if header["kind"] == "map":
-        _check_carry(state["carry"], epoch, header["dataset_len"])
+    epoch = state_int(state, EPOCH, "this loader")
+    state_int(state, BATCHES, "this loader")
+    _check_ahead(state.get(AHEAD, []))
+    if header[KIND] == "map":
+        _check_carry(state[CARRY], epoch, header["dataset_len"])
         if sampler is not None:
-            _check_sampler(state["sampler"], sampler, epoch)
+            _check_sampler(state[SAMPLER], sampler, epoch)
     try:
         clean: dict[str, Any] = json.loads(json.dumps(state))
     except (TypeError, ValueError) as exc:
@@ -219,7 +351,7 @@ def loader_header(cfg: LoaderConfig, dataset_len: int | None, hosts: Shard) -> d
             "last_batch": cfg.last_batch,
         }
         if hosts.count > 1:
-            header["host"] = [hosts.index, hosts.count]
+            header[HOST] = [hosts.index, hosts.count]
         return header
     if cfg.batch_sampler is not None:
         return {

@@ -1,6 +1,7 @@
 """The verdict of ``it.stats()``: what limits a loader, which stage, and what to change.
 
-A pure function of the counters in a :class:`~stoker.LoaderStats`, so that it can be
+A pure function of the counters in a :class:`~stoker.LoaderStats` (what it reads is
+:class:`Counters`; this module imports nothing of the stats), so that it can be
 checked on made-up numbers as well as on real loaders. The rules, in order:
 
 * **compute-bound** when the training loop waited for data at most 20 % of the time
@@ -22,12 +23,9 @@ checked on made-up numbers as well as on real loaders. The rules, in order:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from ._stats import LoaderStats
-
-__all__ = ["INPUT_BOUND_SHARE", "Verdict", "diagnose"]
+__all__ = ["INPUT_BOUND_SHARE", "Counters", "Verdict", "diagnose"]
 
 INPUT_BOUND_SHARE = 0.2
 """The share of the time the loop waited for data above which the input limits it."""
@@ -38,6 +36,41 @@ _NOT_FASTER = 0.9  # delivered in at least this share of the inline estimate: no
 _WORTH_A_HANDOFF = 200e-6  # seconds of work per batch below which workers cannot pay
 
 Kind = Literal["input-bound", "compute-bound", "unknown"]
+
+
+class Counters(Protocol):
+    """The counters the verdict reads: a :class:`~stoker.LoaderStats` has them all."""
+
+    @property
+    def batches(self) -> int: ...
+    @property
+    def wait_seconds(self) -> float: ...
+    @property
+    def fetch_seconds(self) -> float: ...
+    @property
+    def transform_seconds(self) -> float: ...
+    @property
+    def collate_seconds(self) -> float: ...
+    @property
+    def transfer_seconds(self) -> float: ...
+    @property
+    def elapsed_seconds(self) -> float: ...
+    @property
+    def first_batch_seconds(self) -> float: ...
+    @property
+    def work_seconds(self) -> float: ...
+    @property
+    def cpu_seconds(self) -> float: ...
+    @property
+    def worker_mode(self) -> str: ...
+    @property
+    def num_workers(self) -> int: ...
+    @property
+    def worker_utilisation(self) -> float: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def cpu_count(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +105,7 @@ class Verdict:
         return f"{head}; {self.advice[0]}" if self.advice else head
 
 
-def diagnose(s: LoaderStats) -> Verdict:
+def diagnose(s: Counters) -> Verdict:
     """The verdict for the counters in ``s`` (see the module docstring for the rules)."""
     if s.batches == 0 or s.elapsed_seconds <= 0:
         return Verdict("unknown", "", "no batches yet", ())
@@ -91,7 +124,7 @@ def diagnose(s: LoaderStats) -> Verdict:
     return _with_workers(s, waited, stage, elapsed, wait)
 
 
-def dominant_stage(s: LoaderStats) -> str:
+def dominant_stage(s: Counters) -> str:
     """The stage that took the most time, on the loop's clock (worker time is shared
     by the workers; the hand-off counts whole, as the main process does its part)."""
     share = max(1, s.num_workers)
@@ -104,12 +137,12 @@ def dominant_stage(s: LoaderStats) -> str:
     return max(stages, key=lambda k: stages[k])
 
 
-def _cpu_work(s: LoaderStats) -> bool:
+def _cpu_work(s: Counters) -> bool:
     """The workers' jobs were CPU work (not waiting for I/O)."""
     return s.work_seconds > 0 and s.cpu_seconds >= _CPU_WORK * s.work_seconds
 
 
-def _compute_bound(s: LoaderStats, share: float) -> Verdict:
+def _compute_bound(s: Counters, share: float) -> Verdict:
     reason = f"batches were ready; the loop waited for data {share:.0%} of the time"
     advice: list[str] = []
     if s.num_workers > 1 and s.worker_utilisation < 0.3:
@@ -124,7 +157,7 @@ def _compute_bound(s: LoaderStats, share: float) -> Verdict:
     return Verdict("compute-bound", "training step", reason, tuple(advice))
 
 
-def _inline(s: LoaderStats, waited: str, stage: str) -> Verdict:
+def _inline(s: Counters, waited: str, stage: str) -> Verdict:
     per_batch = (s.fetch_seconds + s.collate_seconds) / s.batches
     reason = f"{waited}, mostly {_stage_words(stage)} ({_ms(per_batch)} a batch, no workers)"
     if per_batch < _WORTH_A_HANDOFF:
@@ -148,7 +181,7 @@ def _inline(s: LoaderStats, waited: str, stage: str) -> Verdict:
     return Verdict("input-bound", stage, reason, (advice, _cheaper(stage)))
 
 
-def _with_workers(s: LoaderStats, waited: str, stage: str, elapsed: float, wait: float) -> Verdict:
+def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: float) -> Verdict:
     n, util = s.num_workers, s.worker_utilisation
     consumer = max(0.0, elapsed - wait)
     build = s.fetch_seconds + s.collate_seconds

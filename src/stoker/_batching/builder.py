@@ -101,7 +101,7 @@ class BatchBuilder:
         # pad_collate over a table source: the batch is padded from its columns.
         self._by_columns = column_collate(collate_fn) if on_error == "raise" else None
         self._split: SplitGather | None = None
-        self._skips = self._dataset._may_skip or on_error == "skip"
+        self._skips = self._dataset.may_skip or on_error == "skip"
         self.counters = BuildCounters()
 
     @property

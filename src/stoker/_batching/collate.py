@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._typing import releases_gil
 from ..errors import CollateError
 from .tree import is_dataclass_instance, is_namedtuple
 
@@ -30,6 +31,7 @@ _SCALAR_DTYPES: dict[type, Any] = {
 }
 
 
+@releases_gil  # NumPy copies
 def default_collate(records: Sequence[Any], out: Any = None) -> Any:
     """Stack a list of records into one batch.
 

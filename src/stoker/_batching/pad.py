@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._sources.columns import Ragged
+from .._typing import releases_gil
 from ..errors import CollateError
 from .collate import _collate, _is_tensor
 from .tree import is_namedtuple
@@ -28,6 +29,7 @@ LENGTHS_SUFFIX = "_lengths"
 MASK_SUFFIX = "_mask"
 
 
+@releases_gil  # NumPy copies
 def pad_collate(
     records: Sequence[Any],
     pad_value: Any = 0,

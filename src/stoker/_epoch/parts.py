@@ -31,6 +31,7 @@ from .._context import Context
 from .._deadline import remaining, timeout_error
 from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
 from .._hosts import ONE_HOST, Shard
+from .._state import ENDED, NEXT, PARTS, STATES, STREAM, parts_state
 from ..errors import StateError
 from .jobs import EMPTY, Done, Job, Submits
 from .plan import Item, _Plan
@@ -75,7 +76,7 @@ class StreamParts(_Plan):
         self._timeout = timeout
         self._token = token
         self._on_done = on_done
-        parts = None if state is None else state.get("stream")
+        parts = None if state is None else state.get(STREAM)
         self._elastic = elastic_dataset(dataset)
         if self._elastic is not None:
             restored = restore_elastic(self._elastic, parts, hosts, num_parts)
@@ -94,18 +95,19 @@ class StreamParts(_Plan):
         n = self._n
         if parts is None:
             return [None] * n, 0, [False] * n
-        if not isinstance(parts, dict) or "parts" not in parts:
+        if not isinstance(parts, dict) or PARTS not in parts:
             raise StateError(
                 "this stream state was saved without workers; resume it with num_workers=0 "
                 "(a stream's order depends on how many workers split it)"
             )
-        if parts["parts"] != n:
+        saved = parts[PARTS]
+        if saved != n:
             raise StateError(
-                f"this stream state was saved with num_workers={parts['parts']}; resume it "
-                f"with num_workers={parts['parts']} (a stream's parts depend on the worker "
+                f"this stream state was saved with num_workers={saved}; resume it "
+                f"with num_workers={saved} (a stream's parts depend on the worker "
                 "count; tar shards, from_tar_shards, resume under any num_workers)"
             )
-        return list(parts["states"]), int(parts["next"]), [bool(e) for e in parts["ended"]]
+        return list(parts[STATES]), int(parts[NEXT]), [bool(e) for e in parts[ENDED]]
 
     def state(self) -> dict[str, Any]:
         # A part has ended for the state only once its last record is handed out.
@@ -113,13 +115,7 @@ class StreamParts(_Plan):
         if self._elastic is not None:
             elastic = elastic_state(self._hosts, self._states, self._next, ended)
             return self._state(stream=elastic)
-        stream = {
-            "parts": self._n,
-            "states": list(self._states),
-            "next": self._next,
-            "ended": ended,
-        }
-        return self._state(stream=stream)
+        return self._state(stream=parts_state(self._states, self._next, ended))
 
     def final_state(self) -> dict[str, Any]:
         if self._elastic is not None:

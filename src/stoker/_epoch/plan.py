@@ -36,6 +36,7 @@ from .._context import SKIP, Context
 from .._deadline import timeout_error
 from .._hosts import ONE_HOST, Shard, host_slice
 from .._sampling.base import Sampler, SamplerCursor
+from .._state import BATCHES, CARRY, EPOCH, SAMPLER, position_state
 from ..errors import LoaderTimeout, StateError
 from .jobs import Done, Job
 
@@ -49,8 +50,8 @@ class _Plan:
 
     def __init__(self, header: dict[str, Any], epoch: int, state: dict[str, Any] | None) -> None:
         self._header = header
-        self._epoch: int = epoch if state is None else state["epoch"]
-        self._batches: int = 0 if state is None else state["batches"]
+        self._epoch: int = epoch if state is None else state[EPOCH]
+        self._batches: int = 0 if state is None else state[BATCHES]
         self._done = False
 
     def _where(self) -> str:
@@ -58,11 +59,11 @@ class _Plan:
 
     def _state(self, **fields: Any) -> dict[str, Any]:
         """The state right after the last batch handed out, with the plan's own fields."""
-        return {**self._header, "epoch": self._epoch, "batches": self._batches, **fields}
+        return position_state(self._header, self._epoch, self._batches, **fields)
 
     def _next_epoch_state(self, **fields: Any) -> dict[str, Any]:
         """The state that starts the next epoch, with the plan's own fields."""
-        return {**self._header, "epoch": self._epoch + 1, "batches": 0, **fields}
+        return position_state(self._header, self._epoch + 1, 0, **fields)
 
 
 class MapPlan(_Plan):
@@ -95,8 +96,8 @@ class MapPlan(_Plan):
         if state is None:
             self._cursor: SamplerCursor = sampler.cursor(epoch, 0)
         else:
-            self._carry = [(int(e), int(i)) for e, i in state["carry"]]
-            self._cursor = sampler.restore(state["sampler"])
+            self._carry = [(int(e), int(i)) for e, i in state[CARRY]]
+            self._cursor = sampler.restore(state[SAMPLER])
             if self._cursor.epoch != self._epoch:
                 raise StateError("state is inconsistent: its sampler is at another epoch")
         self._ready: deque[tuple[Any, int, int]] = deque()  # (record, epoch, index) read ahead
@@ -118,13 +119,7 @@ class MapPlan(_Plan):
     def state(self) -> dict[str, Any]:
         sampler_state = self._cursor.state_dict()  # a fresh dict
         sampler_state["position"] = self._position
-        return {
-            **self._header,
-            "epoch": self._epoch,
-            "batches": self._batches,
-            "carry": [[e, i] for e, i in self._carry],
-            "sampler": sampler_state,
-        }
+        return self._state(carry=[[e, i] for e, i in self._carry], sampler=sampler_state)
 
     def final_state(self) -> dict[str, Any]:
         if self._final is None:

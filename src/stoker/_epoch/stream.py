@@ -9,6 +9,7 @@ from .._context import Context
 from .._dataset import IterDataset, StreamCursor
 from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
 from .._hosts import ONE_HOST, Shard
+from .._state import STREAM
 from .plan import Item, _Plan
 
 __all__ = ["StreamPlan"]
@@ -34,7 +35,7 @@ class StreamPlan(_Plan):
         self._builder = builder
         self._batch_size = batch_size
         self._last_batch = last_batch
-        self._stream_state: dict[str, Any] | None = None if state is None else state["stream"]
+        self._stream_state: dict[str, Any] | None = None if state is None else state[STREAM]
         self._hosts = hosts
         self._elastic = elastic_dataset(dataset)
         start = self._stream_state

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .._batching.pool import BufferPool
+from .._state import ahead_of
 from .._tuning import Decision, Tuner, Window
 from ..errors import IteratorFailed
 from .executor import Executor, cancel_future
@@ -380,7 +381,7 @@ class Autotune:
             self._executor.inline
             and self._window.ordered
             and not self._window.in_flight()
-            and "ahead" not in self._window.state()
+            and not ahead_of(self._window.state())
         )
 
     def step(self, batch: Any) -> None:

@@ -23,7 +23,8 @@ import bisect
 import math
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,12 +33,9 @@ from .._rng import epoch_rng
 from .._state import state_int
 from ..errors import ConfigError, StateError
 from .base import IndexArray, Sampler, SamplerCursor, check_int, empty_indices
-from .schedule import Change, check_changes
+from .schedule import Change, Schedule, WeightControl, check_changes
 
-if TYPE_CHECKING:
-    from .._transforms.mix import MixDataset
-
-__all__ = ["PHI", "MixCursor", "MixSampler", "draw_sources", "low_discrepancy_start"]
+__all__ = ["PHI", "MixCursor", "MixSampler", "Mixture", "draw_sources", "low_discrepancy_start"]
 
 PHI = (math.sqrt(5.0) - 1.0) / 2.0
 _SALT = 0x6D6978  # "mix": keeps the mixture's draws apart from other per-epoch draws
@@ -73,6 +71,64 @@ def draw_sources(
     return np.searchsorted(_cdf(weights) if cdf is None else cdf, u, side="right")
 
 
+@dataclass(eq=False)
+class Mixture:
+    """What a :class:`MixSampler` reads of a map-style ``sk.mix``: its sources' names
+    and lengths, the rule for a source that runs out, the live weights (``control``,
+    shared with the mixture's ``set_weights``) and the schedule.
+
+    Example:
+        >>> from stoker._sampling.schedule import WeightControl
+        >>> m = Mixture(["a", "b"], [4, 2], "drop", WeightControl([0.5, 0.5]), None, [0.5, 0.5])
+        >>> m.epoch_length(seed=0, u0=0.0)
+        6
+    """
+
+    names: list[str]
+    lengths: list[int]
+    on_exhausted: str
+    control: WeightControl
+    schedule: Schedule | None
+    start_weights: list[float]
+    num_samples: int | None = None
+    _stop_lengths: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def schedule_at(self, record: int) -> list[float] | None:
+        """The weights the schedule sets at ``record``; None: no change there."""
+        return None if self.schedule is None else self.schedule.at(record)
+
+    def epoch_length(self, seed: int, u0: float) -> int:
+        """Records per epoch: ``num_samples``, or what the rule gives at the start weights
+        (``u0``: the draw's start for ``seed``)."""
+        if self.num_samples is not None:
+            return self.num_samples
+        start = np.array(self.start_weights)  # as built: the same in every process
+        if self.on_exhausted == "drop":
+            return int(sum(n for n, w in zip(self.lengths, start, strict=True) if w > 0))
+        if seed not in self._stop_lengths:
+            self._stop_lengths[seed] = _until_one_runs_out(self.lengths, start, u0)
+        return self._stop_lengths[seed]
+
+
+def _until_one_runs_out(lengths: list[int], weights: NDArray[np.float64], u0: float) -> int:
+    """Positions drawn before a source with a positive weight would run out."""
+    lens = np.array(lengths, dtype=np.int64)
+    counts = np.zeros_like(lens)
+    p, block = 0, 1 << 16
+    while True:
+        src = draw_sources(weights, u0, p, p + block)
+        cut = block
+        for k in np.unique(src).tolist():
+            where = np.flatnonzero(src == k)
+            room = int(lens[k] - counts[k])
+            if where.size > room:
+                cut = min(cut, int(where[room]))
+        if cut < block:
+            return p + cut
+        counts += np.bincount(src, minlength=lens.size)
+        p += block
+
+
 class MixSampler(Sampler):
     """The order of a map-style mixture over its sources' records; see the module doc.
 
@@ -90,7 +146,7 @@ class MixSampler(Sampler):
             names, rule) or a damaged list of weight changes.
     """
 
-    def __init__(self, mix: MixDataset[Any], *, shuffle: bool, seed: int) -> None:
+    def __init__(self, mix: Mixture, *, shuffle: bool, seed: int) -> None:
         super().__init__()
         self._mix = mix
         self._shuffle = bool(shuffle)
@@ -105,12 +161,13 @@ class MixSampler(Sampler):
         return int(self._lens.sum())
 
     @property
-    def mix(self) -> MixDataset[Any]:
+    def mix(self) -> Mixture:
+        """The mixture this sampler orders."""
         return self._mix
 
     def __len__(self) -> int:
         if self._length is None:
-            self._length = self._mix._epoch_length(self)
+            self._length = self._mix.epoch_length(self._seed, self._u0)
         return self._length
 
     def _params(self) -> dict[str, Any]:
@@ -183,17 +240,17 @@ class MixCursor(SamplerCursor):
         self._cdfs: dict[bytes, NDArray[np.float64]] = {}
         self._base = epoch * len(sampler)  # records before this epoch, for schedules
         self._lock = threading.Lock()  # set_weights (any thread) against take (the planner)
-        weights = mix._control.read()
+        weights = mix.control.read()
         if changes is None:
-            start = mix._schedule_at(self._base)
+            start = mix.schedule_at(self._base)
             changes = [[0, start if start is not None else weights]]
         elif adopt:
-            mix._control.adopt(list(changes[-1][1]))
+            mix.control.adopt(list(changes[-1][1]))
         self._changes: list[Change] = changes
         while self._position < position and not self._ended:  # replay, in bounded blocks
             self._advance(min(position - self._position, 1 << 20), emit=False)
         if adopt:
-            mix._control.listen(self)
+            mix.control.listen(self)
 
     def weights_changed(self, weights: list[float]) -> None:
         """``set_weights``: the change applies from the next position not yet planned."""
@@ -231,14 +288,14 @@ class MixCursor(SamplerCursor):
     def _sync(self, n: int) -> None:
         """Apply the changes due before the next ``n`` records are planned."""
         mix, p = self._sampler.mix, self._position
-        schedule = mix._schedule
+        schedule = mix.schedule
         if schedule is None:
             return
         if schedule.is_function:
             w = schedule.at(self._base + p)
             if w is not None and w != self._weights_at(p)[0]:
                 self._record_change(p, w)
-                mix._control.adopt(w)
+                mix.control.adopt(w)
             return
         first = schedule.at(self._base + p)
         if first is not None and self._changes[-1][0] <= p and first != self._weights_at(p)[0]:
@@ -249,7 +306,7 @@ class MixCursor(SamplerCursor):
             if w is not None and self._changes[-1][0] < at - self._base:
                 self._changes.append([at - self._base, w])
             at = schedule.next_change(at)
-        mix._control.adopt(self._changes[-1][1])
+        mix.control.adopt(self._changes[-1][1])
 
     def take(self, n: int) -> IndexArray:
         count = check_int(n, "take(n)", minimum=0)

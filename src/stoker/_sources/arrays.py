@@ -83,6 +83,10 @@ class ArrayDataset(DatasetNode[Any]):
         self._len = len(arrays[0])
         self._shared = None
 
+    @property
+    def releases_gil(self) -> bool:
+        return True  # NumPy gathers
+
     def __len__(self) -> int:
         return self._len
 

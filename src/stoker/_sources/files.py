@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +60,9 @@ class FilesDataset(DatasetNode[dict[str, Any]]):
         OSError: a read failed (the message names the file).
     """
 
-    _releases_gil: ClassVar[bool] = True
+    @property
+    def releases_gil(self) -> bool:
+        return True  # file reads wait with the GIL released
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +50,9 @@ class ImageFolderDataset(DatasetNode[dict[str, Any]]):
             naming the file; skip such records with ``DataLoader(on_error="skip")``.
     """
 
-    _releases_gil: ClassVar[bool] = True
+    @property
+    def releases_gil(self) -> bool:
+        return True  # file reads and the image decoder release it
 
     def __init__(
         self, files: FilesDataset, labels: np.ndarray, classes: list[str], decode: bool

@@ -11,6 +11,7 @@ from .._context import Context
 from .._dataset import IterDataset
 from .._hosts import Shard
 from .._transforms.stream import Cursor, StreamNode, state_count
+from .._typing import is_marked
 from ..errors import ConfigError, StateError
 
 __all__ = ["CountingCursor", "FromIterable", "from_iterable", "open_user_stream"]
@@ -159,6 +160,10 @@ class FromIterable(StreamNode[T]):
         self._factory = factory
         self._takes_shard = _accepts(factory, "shard")
         self._takes_epoch = _accepts(factory, "epoch")
+
+    @property
+    def releases_gil(self) -> bool:
+        return is_marked(self._factory)
 
     def _read(self, shard: Shard, epoch: int) -> Iterable[T]:
         kwargs: dict[str, Any] = {"epoch": epoch} if self._takes_epoch else {}

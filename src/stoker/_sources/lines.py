@@ -7,7 +7,7 @@ import glob
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -72,8 +72,9 @@ class LinesDataset(TableDataset):
         nothing stays open between batches.
     """
 
-    # Parsing JSON and CSV is Python work that holds the GIL: auto picks processes.
-    _releases_gil: ClassVar[bool] = False
+    @property
+    def releases_gil(self) -> bool:
+        return False  # parsing JSON and CSV is Python work: auto picks processes
 
     def __init__(
         self, paths: list[str], spans: list[np.ndarray], columns: list[str], kinds: list[str]

@@ -84,6 +84,10 @@ class InMemoryDataset(DatasetNode[T]):
         self._array = _numeric_copy(seq)
         self._shared = None
 
+    @property
+    def releases_gil(self) -> bool:
+        return True  # list lookups
+
     def __len__(self) -> int:
         return self._len
 

@@ -47,6 +47,10 @@ class RangeDataset(DatasetNode[int]):
         self._step = step
         self._len = len(values)
 
+    @property
+    def releases_gil(self) -> bool:
+        return True  # index arithmetic and NumPy
+
     def __len__(self) -> int:
         return self._len
 

@@ -34,7 +34,10 @@ class TableDataset(DatasetNode[dict[str, Any]]):
     """
 
     _transient: ClassVar[tuple[str, ...]] = ()
-    _releases_gil: ClassVar[bool] = True
+
+    @property
+    def releases_gil(self) -> bool:
+        return True  # reads run in Arrow, SQLite or NumPy
 
     @property
     def columns(self) -> list[str]:

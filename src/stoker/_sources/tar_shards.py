@@ -19,7 +19,7 @@ import functools
 import os
 import tarfile
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any, ClassVar, Self
+from typing import IO, Any, Self
 
 from .._context import Context
 from .._hosts import Shard
@@ -282,7 +282,9 @@ class TarShards(StreamNode[Sample]):
     # Reading waits on the disk or the network without the GIL, and the samples are
     # bytes that threads hand over as they are (processes would pickle them): so
     # worker_mode="auto" runs the stream on threads when its maps are marked too.
-    _releases_gil: ClassVar[bool] = True
+    @property
+    def releases_gil(self) -> bool:
+        return True
 
     def __init__(
         self, urls: Sequence[str], *, shuffle_shards: bool = False, seed: int | None = None

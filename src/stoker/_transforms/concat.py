@@ -142,8 +142,12 @@ class ConcatDataset(DatasetNode[T]):
         return int(self._ends[-1])
 
     @property
-    def _may_skip(self) -> bool:
-        return any(ds._may_skip for ds in self._parts)
+    def may_skip(self) -> bool:
+        return any(ds.may_skip for ds in self._parts)
+
+    @property
+    def releases_gil(self) -> bool:
+        return all(ds.releases_gil for ds in self._parts)
 
     def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         part_of = np.searchsorted(self._ends, indices, side="right")

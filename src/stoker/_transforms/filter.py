@@ -9,6 +9,7 @@ import numpy as np
 
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset, UnaryNode
+from .._typing import is_marked
 from .map import require_callable
 
 __all__ = ["FilterDataset"]
@@ -40,8 +41,12 @@ class FilterDataset(UnaryNode[T]):
         self._pred = pred
 
     @property
-    def _may_skip(self) -> bool:
+    def may_skip(self) -> bool:
         return True
+
+    @property
+    def releases_gil(self) -> bool:
+        return is_marked(self._pred) and self._parent.releases_gil
 
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
         pred = self._pred

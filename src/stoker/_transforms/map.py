@@ -12,6 +12,7 @@ from .._context import SKIP, Context, Skip
 from .._dataset import Dataset, UnaryNode
 from .._rng import reused_record_rng
 from .._stats import add_transform_time
+from .._typing import is_marked
 
 __all__ = ["MapDataset", "require_callable"]
 
@@ -50,6 +51,10 @@ class MapDataset(UnaryNode[U]):
         self._fn = fn
         self._seeded = bool(seeded)
 
+    @property
+    def releases_gil(self) -> bool:
+        return is_marked(self._fn) and self._parent.releases_gil
+
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[U | Skip]:
         records = self._parent._fetch(indices, ctx.child(0))
         start = time.perf_counter()  # the stats tell map time from source reads
@@ -66,6 +71,6 @@ class MapDataset(UnaryNode[U]):
                 SKIP if r is SKIP else fn(r, reused_record_rng(seed, epoch, i, path))
                 for r, i in zip(records, indices.tolist(), strict=True)
             ]
-        if self._parent._may_skip:
+        if self._parent.may_skip:
             return [SKIP if r is SKIP else fn(r) for r in records]
         return list(map(fn, records))

@@ -16,8 +16,9 @@ import numpy as np
 from .._context import Context, Skip
 from .._dataset import Dataset, DatasetNode, IterDataset
 from .._sampling.base import check_int
-from .._sampling.mixture import MixSampler, check_rule, draw_sources
+from .._sampling.mixture import MixSampler, Mixture, check_rule
 from .._sampling.schedule import Schedule, WeightControl, check_weights
+from .._state import SAMPLER
 from .._stats import SourceShare
 from ..errors import ConfigError
 from .concat import check_parts, fetch_parts, gather_parts
@@ -143,15 +144,27 @@ class MixDataset(_Mixing, DatasetNode[T]):
             self._num_samples = sum(self.lengths)
         self._offsets = np.cumsum([0, *self.lengths])
         self._len = int(self._offsets[-1])
-        self._stop_lengths: dict[int, int] = {}
+        self._spec = Mixture(
+            names=self.names,
+            lengths=self.lengths,
+            on_exhausted=self.on_exhausted,
+            control=self._control,
+            schedule=self._schedule,
+            start_weights=self._start_weights,
+            num_samples=self._num_samples,
+        )
         self._report: tuple[Any, list[SourceShare]] | None = None
 
     def __len__(self) -> int:
         return self._len
 
     @property
-    def _may_skip(self) -> bool:
-        return any(ds._may_skip for ds in self._parts)
+    def may_skip(self) -> bool:
+        return any(ds.may_skip for ds in self._parts)
+
+    @property
+    def releases_gil(self) -> bool:
+        return all(ds.releases_gil for ds in self._parts)
 
     def _mixture(self) -> MixDataset[Any]:
         return self
@@ -159,19 +172,7 @@ class MixDataset(_Mixing, DatasetNode[T]):
     def sampler(self, *, shuffle: bool = False, seed: int = 0) -> MixSampler:
         """The order of the mixture for a loader (``shuffle``: records of each source in
         a fresh random order per pass)."""
-        return MixSampler(self, shuffle=shuffle, seed=seed)
-
-    def _epoch_length(self, sampler: MixSampler) -> int:
-        """Records per epoch: ``num_samples``, or what the rule gives at the start weights."""
-        if self._num_samples is not None:
-            return self._num_samples
-        start = np.array(self._start_weights)  # as built: the same in every process
-        if self.on_exhausted == "drop":
-            return int(sum(n for n, w in zip(self.lengths, start, strict=True) if w > 0))
-        seed = sampler._seed
-        if seed not in self._stop_lengths:
-            self._stop_lengths[seed] = _until_one_runs_out(self.lengths, start, sampler._u0)
-        return self._stop_lengths[seed]
+        return MixSampler(self._spec, shuffle=shuffle, seed=seed)
 
     def _split(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         part = np.searchsorted(self._offsets, indices, side="right") - 1
@@ -187,7 +188,7 @@ class MixDataset(_Mixing, DatasetNode[T]):
 
     def _mixture_report(self, state: Mapping[str, Any] | None) -> list[SourceShare]:
         """The share of each source drawn so far in the epoch of the loader ``state``."""
-        entry = None if state is None else state.get("sampler")
+        entry = None if state is None else state.get(SAMPLER)
         key = None if entry is None else (entry.get("epoch"), entry.get("position"), id(entry))
         if self._report is not None and self._report[0] == key and key is not None:
             return self._report[1]
@@ -214,25 +215,6 @@ def shares(names: list[str], weights: list[float], counts: list[int]) -> list[So
         SourceShare(name=n, weight=w, share=c / total if total else 0.0, records=c)
         for n, w, c in zip(names, weights, counts, strict=True)
     ]
-
-
-def _until_one_runs_out(lengths: list[int], weights: np.ndarray, u0: float) -> int:
-    """Positions drawn before a source with a positive weight would run out."""
-    lens = np.array(lengths, dtype=np.int64)
-    counts = np.zeros_like(lens)
-    p, block = 0, 1 << 16
-    while True:
-        src = draw_sources(weights, u0, p, p + block)
-        cut = block
-        for k in np.unique(src).tolist():
-            where = np.flatnonzero(src == k)
-            room = int(lens[k] - counts[k])
-            if where.size > room:
-                cut = min(cut, int(where[room]))
-        if cut < block:
-            return p + cut
-        counts += np.bincount(src, minlength=lens.size)
-        p += block
 
 
 @overload

@@ -117,8 +117,6 @@ class PackDataset(UnaryNode[Row]):
         NotSupportedError: ``ds[i]``, or chaining a stage after it.
     """
 
-    _releases_gil = True  # NumPy conversions only: the parents decide
-
     def __init__(
         self,
         parent: Dataset[Any],
@@ -154,7 +152,7 @@ class PackDataset(UnaryNode[Row]):
         self._split: bool = overflow == "split"
 
     @property
-    def _may_skip(self) -> bool:
+    def may_skip(self) -> bool:
         return True  # read like a filter: ahead, in chunks, batches built in order
 
     def _packer(self, rows: int) -> Packer:

@@ -14,6 +14,7 @@ from .._batching.collate import default_collate
 from .._context import DEFAULT_CONTEXT, Context
 from .._dataset import IterDataset, StreamCursor
 from .._rng import reused_record_rng
+from .._typing import is_marked
 from ..errors import ConfigError, StateError
 from .map import require_callable
 
@@ -132,6 +133,14 @@ class _PassThrough(StreamNode[T]):
         parent = self._parent
         return isinstance(parent, StreamNode) and parent.elastic
 
+    @property
+    def may_skip(self) -> bool:
+        return self._parent.may_skip
+
+    @property
+    def releases_gil(self) -> bool:
+        return self._parent.releases_gil
+
     def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
         parent = self._parent
         if not isinstance(parent, StreamNode):
@@ -180,6 +189,10 @@ class MappedStream(_PassThrough[U]):
         require_callable(fn, "map")
         self._parent, self._fn, self._seeded = parent, fn, bool(seeded)
 
+    @property
+    def releases_gil(self) -> bool:
+        return is_marked(self._fn) and self._parent.releases_gil
+
     def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
         # A seeded map's index goes on from the records mapped by all readers together.
         total = sum(state_count(state, "count", "map") for _, state in parts)
@@ -218,6 +231,14 @@ class FilteredStream(_PassThrough[T]):
     def __init__(self, parent: IterDataset[T], pred: Callable[[T], Any]) -> None:
         require_callable(pred, "filter")
         self._parent, self._pred = parent, pred
+
+    @property
+    def may_skip(self) -> bool:
+        return True
+
+    @property
+    def releases_gil(self) -> bool:
+        return is_marked(self._pred) and self._parent.releases_gil
 
     def _open(self, ctx: Context, state: State | None) -> Cursor[T]:
         parent = self._parent._open(ctx.child(0), parent_state(state, "filter"))
@@ -272,6 +293,10 @@ class BatchedStream(_PassThrough[Any], Generic[T]):
             require_callable(collate_fn, "batch(collate_fn=...)")
         self._parent, self._size, self._drop = parent, batch_size, bool(drop_remainder)
         self._collate = collate_fn if collate_fn is not None else default_collate
+
+    @property
+    def releases_gil(self) -> bool:
+        return is_marked(self._collate) and self._parent.releases_gil
 
     def _open(self, ctx: Context, state: State | None) -> Cursor[Any]:
         parent = self._parent._open(ctx.child(0), parent_state(state, "batch"))

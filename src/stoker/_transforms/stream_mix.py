@@ -70,6 +70,14 @@ class MixedStream(_Mixing, StreamNode[T]):
         self._pid = os.getpid()
         self._shipped = False
 
+    @property
+    def may_skip(self) -> bool:
+        return any(part.may_skip for part in self._parts)
+
+    @property
+    def releases_gil(self) -> bool:
+        return all(part.releases_gil for part in self._parts)  # the mixer only picks
+
     def _mixture_report(self, state: dict[str, Any] | None) -> list[SourceShare]:
         counts = [0] * len(self.names)
         weights: list[float] | None = None

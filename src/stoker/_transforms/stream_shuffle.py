@@ -102,6 +102,14 @@ class ShuffledStream(StreamNode[T]):
             raise ConfigError(f"shuffle() needs seed as an int >= 0 or None, got {seed!r}")
         self._parent, self._window, self._seed = parent, window, seed
 
+    @property
+    def may_skip(self) -> bool:
+        return self._parent.may_skip
+
+    @property
+    def releases_gil(self) -> bool:
+        return self._parent.releases_gil  # a window of references, reordered
+
     def _open(self, ctx: Context, state: State | None) -> Cursor[T]:
         start = parent_state(state, "shuffle")
         parent = self._parent._open(ctx.child(0), start)

@@ -41,13 +41,17 @@ class ZipDataset(DatasetNode[tuple[Any, ...]]):
         return self._len
 
     @property
-    def _may_skip(self) -> bool:
-        return any(ds._may_skip for ds in self._parts)
+    def may_skip(self) -> bool:
+        return any(ds.may_skip for ds in self._parts)
+
+    @property
+    def releases_gil(self) -> bool:
+        return all(ds.releases_gil for ds in self._parts)
 
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[tuple[Any, ...] | Skip]:
         columns = [ds._fetch(indices, ctx.child(k)) for k, ds in enumerate(self._parts)]
         records: list[tuple[Any, ...] | Skip] = list(builtins.zip(*columns, strict=True))
-        if self._may_skip:
+        if self.may_skip:
             for column in columns:
                 for j, record in enumerate(column):
                     if record is SKIP:

@@ -11,6 +11,7 @@ from typing import Any
 import stoker as sk
 
 from .._iterator import LoaderIterator
+from .._state import TORCH
 from ._tensors import pinned
 
 __all__ = ["TorchLoaderIterator", "WorkerLife"]
@@ -116,7 +117,7 @@ class TorchLoaderIterator:
         """The JSON-serialisable state right after the last batch yielded (see
         :meth:`stoker.LoaderIterator.state_dict`), with the workers' base seed and a
         stateful sampler's state (see :meth:`stoker.torch.DataLoader.state_dict`)."""
-        return {**self._source.state_dict(), "torch": self._extra(self._done)}
+        return {**self._source.state_dict(), TORCH: self._extra(self._done)}
 
     def stats(self) -> sk.LoaderStats:
         """Counters and a bottleneck verdict of this pass so far."""

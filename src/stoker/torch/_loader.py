@@ -37,6 +37,7 @@ from torch.utils.data.dataloader import _InfiniteConstantSampler
 import stoker as sk
 
 from .._sources.wrap import as_dataset
+from .._state import TORCH
 from ..errors import ConfigError, StateError
 from ._args import check_args, warn_many_workers
 from ._device import pinning_available, warn_no_pinning
@@ -373,10 +374,10 @@ class DataLoader(Generic[T_co]):
         ``StatefulDataLoader`` does.
         """
         if self._pending_torch is not None:
-            return {**self._loader.state_dict(), "torch": self._pending_torch}
+            return {**self._loader.state_dict(), TORCH: self._pending_torch}
         box = self._loader._box
         finished = box.finished or box.state is None
-        return {**self._loader.state_dict(), "torch": self._extra(finished)}
+        return {**self._loader.state_dict(), TORCH: self._extra(finished)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter()`` resume at ``state``.
@@ -389,7 +390,7 @@ class DataLoader(Generic[T_co]):
                 f"a state is a dict returned by state_dict(), got {type(state).__name__}"
             )
         rest = dict(state)
-        extra = rest.pop("torch", None)
+        extra = rest.pop(TORCH, None)
         if extra is not None and not isinstance(extra, dict):
             raise StateError(f"the state's 'torch' entry must be a dict, got {extra!r}")
         self._loader.load_state_dict(rest)

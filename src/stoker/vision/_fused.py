@@ -15,7 +15,7 @@ normalised into its slot of the batch (NumPy).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -153,8 +153,6 @@ class ImageDataset(UnaryNode[Any]):
             when the source knows it); ``DataLoader(on_error="skip")`` skips it.
     """
 
-    _releases_gil: ClassVar[bool] = True
-
     def __init__(self, parent: Dataset[Any], transform: ImageTransform) -> None:
         super().__init__(parent)
         self._transform = transform
@@ -195,7 +193,7 @@ class ImageDataset(UnaryNode[Any]):
         return out
 
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
-        if self._parent._may_skip or not len(indices):
+        if self._parent.may_skip or not len(indices):
             return NotImplemented
         records: list[Any] = self._parent._fetch(indices, ctx.child(0))
         t = self._transform
