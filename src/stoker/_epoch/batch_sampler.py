@@ -12,12 +12,12 @@ from .._context import Context
 from .._hosts import ONE_HOST, Shard, host_slice
 from ..errors import StateError
 from .jobs import Job
-from .plan import _Plan
+from .plan import EpochPlan
 
 __all__ = ["BatchSamplerPlan"]
 
 
-class BatchSamplerPlan(_Plan):
+class BatchSamplerPlan(EpochPlan):
     """Batches exactly as a user's batch sampler yields them (resumes by fast-forward)."""
 
     def __init__(
@@ -81,7 +81,10 @@ class BatchSamplerPlan(_Plan):
             return idx, where
         return None
 
-    plans_jobs = True
+    @property
+    def plans_jobs(self) -> bool:
+        """Every batch is a job of its own."""
+        return True
 
     def next_job(self, token: int) -> Job | None:
         """The next batch as a job for a worker; None at the end of the epoch."""

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -37,21 +38,74 @@ from .._deadline import timeout_error
 from .._hosts import ONE_HOST, Shard, host_slice
 from .._sampling.base import Sampler, SamplerCursor
 from ..errors import LoaderTimeout, StateError
-from .jobs import Done, Job
+from .jobs import Done, Job, Submits
 
-__all__ = ["ChunkReader", "Filler", "Item", "MapPlan"]
+__all__ = ["ChunkReader", "EpochPlan", "Filler", "Item", "MapPlan", "ReadAhead"]
 
 Item = tuple[Any, dict[str, Any], int]
 
 
-class _Plan:
-    """What every plan shares: the loader's state header and the (epoch, batches) reached."""
+@dataclass(frozen=True, slots=True)
+class ReadAhead:
+    """How a plan that reads through an executor reads ahead: ``depth`` reads in
+    flight, in order or as they finish, ``timeout`` seconds for each (None: no
+    limit), its jobs named by ``token``, and ``on_done`` told of each result (the
+    timings and the records skipped)."""
+
+    depth: int
+    ordered: bool
+    timeout: float | None
+    token: int
+    on_done: Callable[[Done], None]
+
+
+class EpochPlan:
+    """What every plan shares: the loader's state header and the (epoch, batches) reached.
+
+    The iterator sees every plan through the same few members: :attr:`plans_jobs`
+    (every batch is a job of its own: :meth:`next_job` feeds a window of jobs),
+    otherwise :meth:`read_with` (the executor it reads through, if any) and
+    :meth:`next_item`; :meth:`state`, :meth:`final_state` and :meth:`close`.
+    """
+
+    @property
+    def plans_jobs(self) -> bool:
+        """True when every batch is a job of its own (see :meth:`next_job`)."""
+        return False
+
+    needs_executor = True
+    """False for a plan that reads every record on the thread asking for the batch."""
 
     def __init__(self, header: dict[str, Any], epoch: int, state: dict[str, Any] | None) -> None:
         self._header = header
         self._epoch: int = epoch if state is None else state["epoch"]
         self._batches: int = 0 if state is None else state["batches"]
         self._done = False
+
+    def state(self) -> dict[str, Any]:
+        """The state right after the last batch handed out."""
+        raise NotImplementedError
+
+    def final_state(self) -> dict[str, Any]:
+        """The state that starts the next epoch (once :meth:`next_item` returned None)."""
+        raise NotImplementedError
+
+    def next_job(self, token: int) -> Job | None:
+        """The next batch as a job for a worker; None at the end (plans that plan jobs)."""
+        raise NotImplementedError(f"{type(self).__name__} fills its batches: use next_item()")
+
+    def next_item(self) -> Item | None:
+        """The next (batch, state, records), read through :meth:`read_with`'s executor."""
+        raise NotImplementedError(f"{type(self).__name__} plans jobs: use next_job()")
+
+    def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
+        """Read through ``executor`` (None: on this thread) as ``read`` says; the default
+        plan reads on the thread that asks for the batch."""
+        return None
+
+    def close(self) -> None:
+        """Drop the reads in flight (idempotent)."""
+        return None
 
     def _where(self) -> str:
         return f"batch {self._batches} of epoch {self._epoch}"
@@ -65,7 +119,7 @@ class _Plan:
         return {**self._header, "epoch": self._epoch + 1, "batches": 0, **fields}
 
 
-class MapPlan(_Plan):
+class MapPlan(EpochPlan):
     """Batches of a map-style dataset in the order of a sampler."""
 
     def __init__(
@@ -189,9 +243,17 @@ class MapPlan(_Plan):
         self._batches += 1
         return Job(seq, "build", tuple(parts), where, self.state(), count, token)
 
-    def read_with(self, reader: ChunkReader) -> None:
-        """Read the records of filled batches through ``reader`` (workers, read ahead)."""
-        self._reader = reader
+    def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
+        """Read the records of filled batches on ``executor``, ``read.depth`` chunks ahead."""
+        if executor is None:
+            raise RuntimeError("a map-style plan reads its records through an executor")
+        self._reader = ChunkReader(
+            executor.submit, read.depth, read.token, read.on_done, read.timeout
+        )
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
 
     def _fill(self) -> bool:
         """Read more records into ``_ready``; False at the end of the epoch."""

@@ -9,13 +9,15 @@ from .._context import Context
 from .._dataset import IterDataset, StreamCursor
 from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
 from .._hosts import ONE_HOST, Shard
-from .plan import Item, _Plan
+from .plan import EpochPlan, Item
 
 __all__ = ["StreamPlan"]
 
 
-class StreamPlan(_Plan):
-    """Batches of consecutive records of a stream."""
+class StreamPlan(EpochPlan):
+    """Batches of consecutive records of a stream, read on the thread that asks for them."""
+
+    needs_executor = False
 
     def __init__(
         self,
