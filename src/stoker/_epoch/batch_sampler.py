@@ -12,12 +12,12 @@ from .._context import Context
 from .._hosts import ONE_HOST, Shard, host_slice
 from ..errors import StateError
 from .jobs import Job
-from .plan import EpochPlan
+from .plan import _Plan
 
 __all__ = ["BatchSamplerPlan"]
 
 
-class BatchSamplerPlan(EpochPlan):
+class BatchSamplerPlan(_Plan):
     """Batches exactly as a user's batch sampler yields them (resumes by fast-forward)."""
 
     def __init__(

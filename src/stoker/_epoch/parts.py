@@ -33,7 +33,7 @@ from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elas
 from .._hosts import ONE_HOST, Shard
 from ..errors import StateError
 from .jobs import EMPTY, Done, Job, Submits
-from .plan import EpochPlan, Item, ReadAhead
+from .plan import Item, ReadAhead, _Plan
 
 __all__ = ["StreamParts"]
 
@@ -41,7 +41,7 @@ _UNBATCHED_CHUNK = 32
 _NO_INDICES = np.empty(0, dtype=np.int64)
 
 
-class StreamParts(EpochPlan):
+class StreamParts(_Plan):
     """Batches of a stream split across the workers of an executor (a plan and its window).
 
     The executor, and how far ahead to read, come with :meth:`read_with`.

@@ -59,22 +59,37 @@ class ReadAhead:
     on_done: Callable[[Done], None]
 
 
-class EpochPlan:
-    """What every plan shares: the loader's state header and the (epoch, batches) reached.
+class EpochPlan(Protocol):
+    """What the iterator asks of every plan of an epoch (stages 2-4).
 
-    The iterator sees every plan through the same few members: :attr:`plans_jobs`
-    (every batch is a job of its own: :meth:`next_job` feeds a window of jobs),
-    otherwise :meth:`read_with` (the executor it reads through, if any) and
-    :meth:`next_item`; :meth:`state`, :meth:`final_state` and :meth:`close`.
+    A plan of one job per batch (:attr:`plans_jobs`) feeds a window of jobs through
+    :meth:`next_job`; any other plan reads through the executor :meth:`read_with`
+    gives it (None: on the asking thread) and hands out (batch, state, records)
+    from :meth:`next_item`. :meth:`final_state` starts the next epoch once the last
+    batch was handed out; :meth:`close` drops the reads in flight.
     """
 
     @property
-    def plans_jobs(self) -> bool:
-        """True when every batch is a job of its own (see :meth:`next_job`)."""
-        return False
+    def plans_jobs(self) -> bool: ...
 
-    needs_executor = True
-    """False for a plan that reads every record on the thread asking for the batch."""
+    @property
+    def needs_executor(self) -> bool: ...
+
+    def next_job(self, token: int) -> Job | None: ...
+
+    def read_with(self, executor: Submits | None, read: ReadAhead) -> None: ...
+
+    def next_item(self) -> Item | None: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def final_state(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+class _Plan:
+    """What every plan shares: the loader's state header and the (epoch, batches) reached."""
 
     def __init__(self, header: dict[str, Any], epoch: int, state: dict[str, Any] | None) -> None:
         self._header = header
@@ -82,33 +97,28 @@ class EpochPlan:
         self._batches: int = 0 if state is None else state["batches"]
         self._done = False
 
-    def state(self) -> dict[str, Any]:
-        """The state right after the last batch handed out."""
-        raise NotImplementedError
+    def _where(self) -> str:
+        return f"batch {self._batches} of epoch {self._epoch}"
 
-    def final_state(self) -> dict[str, Any]:
-        """The state that starts the next epoch (once :meth:`next_item` returned None)."""
-        raise NotImplementedError
+    # The defaults of an EpochPlan: a plan that fills its batches on the asking thread.
+
+    needs_executor = True
+
+    @property
+    def plans_jobs(self) -> bool:
+        return False
 
     def next_job(self, token: int) -> Job | None:
-        """The next batch as a job for a worker; None at the end (plans that plan jobs)."""
         raise NotImplementedError(f"{type(self).__name__} fills its batches: use next_item()")
 
     def next_item(self) -> Item | None:
-        """The next (batch, state, records), read through :meth:`read_with`'s executor."""
         raise NotImplementedError(f"{type(self).__name__} plans jobs: use next_job()")
 
     def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
-        """Read through ``executor`` (None: on this thread) as ``read`` says; the default
-        plan reads on the thread that asks for the batch."""
         return None
 
     def close(self) -> None:
-        """Drop the reads in flight (idempotent)."""
         return None
-
-    def _where(self) -> str:
-        return f"batch {self._batches} of epoch {self._epoch}"
 
     def _state(self, **fields: Any) -> dict[str, Any]:
         """The state right after the last batch handed out, with the plan's own fields."""
@@ -119,7 +129,7 @@ class EpochPlan:
         return {**self._header, "epoch": self._epoch + 1, "batches": 0, **fields}
 
 
-class MapPlan(EpochPlan):
+class MapPlan(_Plan):
     """Batches of a map-style dataset in the order of a sampler."""
 
     def __init__(

@@ -9,12 +9,12 @@ from .._context import Context
 from .._dataset import IterDataset, StreamCursor
 from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
 from .._hosts import ONE_HOST, Shard
-from .plan import EpochPlan, Item
+from .plan import Item, _Plan
 
 __all__ = ["StreamPlan"]
 
 
-class StreamPlan(EpochPlan):
+class StreamPlan(_Plan):
     """Batches of consecutive records of a stream, read on the thread that asks for them."""
 
     needs_executor = False
