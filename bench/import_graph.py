@@ -46,6 +46,7 @@ RANKS: dict[str, int] = {
     "_state": 1,
     "_hosts": 1,
     "_context": 1,
+    "_tuning": 1,
     # stage 1-4
     "_dataset": 2,
     "_sources": 3,
@@ -63,6 +64,7 @@ RANKS: dict[str, int] = {
     # the loader and its iterator
     "_loader": 10,
     "_iterator": 10,
+    "_pass": 10,
     # the public surface, adapters, tools
     "__init__": 11,
     "testing": 11,

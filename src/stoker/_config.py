@@ -56,27 +56,35 @@ def _is_int(value: object) -> bool:
 
 @dataclass(frozen=True)
 class LoaderConfig:
-    """The validated arguments of a :class:`~stoker.DataLoader` (see its docstring)."""
+    """The validated arguments of a :class:`~stoker.DataLoader` (see its docstring).
 
-    batch_size: int | None
-    shuffle: bool
-    seed: int
-    last_batch: LastBatch
-    sampler: Any
-    batch_sampler: Any
-    collate_fn: Callable[[list[Any]], Any] | None
-    num_workers: int
-    worker_mode: WorkerMode
-    prefetch: int | None
-    ordered: bool
-    worker_init_fn: Callable[[Any], None] | None
-    worker_init_arg: Callable[[Any], Any] | None
-    restart_workers: bool
-    start_method: StartMethod
-    timeout: float | None
-    on_error: Literal["raise", "skip"]
-    max_errors: int
-    shard: Shard | str | None
+    Its defaults are the loader's, with ``"auto"`` already settled (see
+    :func:`settle_auto`).
+
+    Example:
+        >>> LoaderConfig(batch_size=4, num_workers=2).prefetch is None
+        True
+    """
+
+    batch_size: int | None = 1
+    shuffle: bool = False
+    seed: int = 0
+    last_batch: LastBatch = "keep"
+    sampler: Any = None
+    batch_sampler: Any = None
+    collate_fn: Callable[[list[Any]], Any] | None = None
+    num_workers: int = 0
+    worker_mode: WorkerMode = "auto"
+    prefetch: int | None = None
+    ordered: bool = True
+    worker_init_fn: Callable[[Any], None] | None = None
+    worker_init_arg: Callable[[Any], Any] | None = None
+    restart_workers: bool = False
+    start_method: StartMethod = "forkserver"
+    timeout: float | None = None
+    on_error: Literal["raise", "skip"] = "raise"
+    max_errors: int = 10
+    shard: Shard | str | None = None
     max_restarts: int = 10
     watchdog: float | None = 60.0
     progress: bool = False

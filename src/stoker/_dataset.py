@@ -138,11 +138,6 @@ class Dataset(Generic[T]):
         return False
 
     @property
-    def _may_skip(self) -> bool:
-        """The loader's older name of :attr:`may_skip`."""
-        return self.may_skip
-
-    @property
     def releases_gil(self) -> bool:
         """True when reading records (this node and its parents) releases the GIL, so
         that ``worker_mode="auto"`` may run the pipeline on threads.

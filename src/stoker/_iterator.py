@@ -1,15 +1,16 @@
 """``LoaderIterator``: one pass over one epoch; it owns the work in flight.
 
-``LoaderIterator.__init__`` follows the data path: the epoch's plan (stages 2-4:
-which records make each batch, and the state after it), an executor (stage 5:
-``stoker._exec.make.make_executor``; inline, thread or process, all behind one
-``Executor`` protocol) and the window of jobs in flight (stage 6:
-:class:`~stoker._window.JobWindow`; with inline loading, a prefetch thread may run
-it ahead). Two job sources do not plan one job per batch and keep their own
-reader over the same executors: a stream read by several workers
-(``StreamParts``: each worker owns the open cursor of its part) and batches filled
-past a filter (``ChunkReader``: chunks of records, batches formed in the parent).
-An inline stream is read on the calling (or prefetch) thread.
+``LoaderIterator.__init__`` reads like the data path of DESIGN.md, one stage a line,
+each built from the :class:`~stoker._pass.PassSpec` its loader hands it: the epoch's
+plan (stages 2-4, ``stoker._epoch``: which records make each batch, and the state
+after it), the executor (stage 5, ``stoker._exec``: inline, thread, process or Ray,
+behind one ``Executor`` protocol) and the window of batches in flight (stage 6,
+``stoker._window``). A plan of one job per batch feeds a
+:class:`~stoker._window.JobWindow`; a plan that fills its batches itself (a stream
+read by several workers, each owning its part's cursor, or batches filled past a
+filter) keeps its own reads in flight on the same executors; an inline stream is
+read on the calling (or prefetch) thread. The iterator sees all of them through
+the same few members: ``get()``, ``state()``, ``final_state()`` and ``close()``.
 """
 
 from __future__ import annotations
@@ -19,28 +20,23 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
 from ._config import DEFAULT_DEPTH
-from ._dataset import IterDataset
-from ._epoch.parts import StreamParts
-from ._epoch.plan import ChunkReader
-from ._epoch.stream import StreamPlan
-from ._exec.handover import Autotune, HandoverExecutor
+from ._epoch.plan import EpochPlan
+from ._exec.handover import Autotune
 from ._exec.jobs import Tally
-from ._exec.make import make_executor, worker_spec
+from ._pass import PassSpec, Reopens
 from ._prefetch import Prefetcher, is_batch_error
 from ._progress import Monitor, stats_while_alive
+from ._state import BATCHES, CARRY, ahead_of
 from ._stats import LoaderStats, available_cores
 from ._watchdog import Watchdog, describe_jobs, thread_stack
 from ._window import JobWindow
 from .errors import IteratorFailed, LoaderTimeout
-
-if TYPE_CHECKING:
-    from ._loader import DataLoader
 
 __all__ = ["LoaderIterator", "StateBox"]
 
@@ -94,116 +90,23 @@ class LoaderIterator(Generic[B]):
     """
 
     def __init__(
-        self, loader: DataLoader[B], epoch: int, state: dict[str, Any] | None, box: StateBox
+        self, spec: PassSpec, epoch: int, state: dict[str, Any] | None, box: StateBox
     ) -> None:
-        cfg = loader._config
-        self._loader = loader
+        self._spec = spec
         self._epoch = epoch
-        self._mode = loader._resolved_mode()
-        parted = self._mode != "inline" and isinstance(loader._dataset, IterDataset)
-        if parted:  # each worker opens its own part of the stream
-            self._plan: Any = None
-            self._builder: BatchBuilder | None = None
-        else:
-            self._plan, self._builder = loader._plan(epoch, state)  # stages 1-4
-        self._tally = Tally(cfg.max_errors)  # what workers report
-        ahead = list(state.get("ahead", [])) if state is not None else []
-        self._jobs: JobWindow | None = None
-        self._autotune: Autotune | None = None
-        self._handover: HandoverExecutor | None = None  # worker_mode="auto": its decisions
-        self._reader: ChunkReader | None = None
-        self._window: Prefetcher[tuple[Any, dict[str, Any], int]] | JobWindow
-        release: Callable[[], None] = _nothing
-        executor: Any = None  # stage 5
-        # After an error of one batch (user code), next() goes on with the next batch;
-        # paths that read ahead across batches (stream parts, filled batches) stop.
-        self._keep_going = False
-        if parted:
-            executor, token, release = loader._lease()  # stage 5
-            self._plan = StreamParts(
-                executor=executor,
-                num_parts=cfg.num_workers,
-                batch_size=cfg.batch_size,
-                last_batch=cfg.last_batch,
-                seed=cfg.seed,
-                header=loader._header(),
-                epoch=epoch,
-                state=state,
-                depth=cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers,
-                ordered=cfg.ordered,
-                timeout=cfg.timeout,
-                token=token,
-                on_done=self._tally.count,
-                hosts=loader._hosts,
-                dataset=loader._dataset,
-            )
-            self._window = Prefetcher(  # stage 6: the parts' jobs are the window
-                self._plan.next_item, 0, None, name=f"stoker-prefetch-epoch{epoch}"
-            )
-        elif isinstance(self._plan, StreamPlan):  # one stream read on this thread
-            self._window = Prefetcher(  # stage 6
-                self._plan.next_item,
-                _inline_depth(cfg.prefetch, cfg.timeout),
-                cfg.timeout,
-                name=f"stoker-prefetch-epoch{epoch}",
-                keep_going=True,
-            )
-            self._keep_going = True
-        else:
-            inline = self._mode == "inline"
-            if inline:  # stage 5: batches built when asked for, on the asking thread
-                executor = make_executor("inline", worker_spec(cfg, loader._dataset), cfg)
-                token, release = 0, executor.close
-            else:
-                executor, token, release = loader._lease()  # stage 5
-            self._token = token
-            depth = 1 if inline else cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
-            if self._plan.plans_jobs:
-                plan = self._plan
-                self._jobs = JobWindow(  # stage 6
-                    partial(plan.next_job, token),
-                    self._tally.finish,
-                    executor,
-                    depth=depth,
-                    ordered=cfg.ordered,
-                    timeout=None if inline else cfg.timeout,
-                    start_state=plan.state(),
-                    ahead=ahead,
-                    token=token,
-                )
-                produce: Callable[[], Any] = self._jobs.get
-                self._keep_going = True
-                if isinstance(executor, HandoverExecutor):  # worker_mode="auto"
-                    self._handover = executor
-                    self._autotune = Autotune(executor, self._jobs, self._tally)
-            else:  # batches filled as records pass: chunks of records read ahead
-                self._reader = ChunkReader(
-                    executor.submit,
-                    depth,
-                    token,
-                    self._tally.count,
-                    None if inline else cfg.timeout,
-                )
-                self._plan.read_with(self._reader)
-                produce = self._plan.next_item
-                self._keep_going = inline
-            if inline:  # the prefetch thread, when it pays off, builds the batches
-                self._window = Prefetcher(
-                    produce,
-                    _inline_depth(cfg.prefetch, cfg.timeout),
-                    cfg.timeout,
-                    name=f"stoker-prefetch-epoch{epoch}",
-                    keep_going=True,
-                )
-            elif self._jobs is not None:
-                self._window = self._jobs
-            else:
-                self._window = Prefetcher(produce, 0, None, name=f"stoker-prefetch-epoch{epoch}")
-        self._executor = executor
-        parts = self._plan if isinstance(self._plan, StreamParts) else None
+        self._mode = spec.mode
+        self._tally = Tally(spec.config.max_errors)  # what workers report
+        self._plan, self._builder = spec.plan(epoch, state)  # stages 2-4
+        self._executor, self._token, release = spec.executor(self._plan)  # stage 5
+        self._window, self._jobs, self._keep_going = spec.window(
+            self._plan, self._executor, self._token, self._tally, state, epoch
+        )  # stage 6
+        self._autotune = Autotune.of(self._executor, self._jobs, self._tally)  # "auto"
+        self._handover = self._autotune.executor if self._autotune is not None else None
         self._watchdog: Watchdog | None = None
-        if cfg.watchdog is not None:  # it looks in while next() waits in the window
-            self._watchdog = Watchdog(cfg.watchdog, _describer(self._window, executor, box, epoch))
+        if spec.config.watchdog is not None:  # it looks in while next() waits in the window
+            describe = _describer(self._window, self._executor, box, epoch)
+            self._watchdog = Watchdog(spec.config.watchdog, describe)
             self._window.watchdog = self._watchdog
         self._finalizer = weakref.finalize(
             self,
@@ -211,15 +114,15 @@ class LoaderIterator(Generic[B]):
             os.getpid(),
             self._window,
             self._builder,
-            self._reader or parts,
+            self._plan,
             release,
         )
         self._box = box
         start = self._jobs.state() if self._jobs is not None else self._plan.state()
         box.state = start
-        carry = start.get("carry")
+        carry = start.get(CARRY)
         box.carry_len = len(carry) if isinstance(carry, list) else 0
-        self._left = _batches_left(loader, start)  # len(it); None when unknown
+        self._left = _batches_left(spec.loader, start)  # len(it); None when unknown
         self._batches = 0
         self._samples = 0
         self._created = time.perf_counter()
@@ -229,8 +132,8 @@ class LoaderIterator(Generic[B]):
         self._monitor: Monitor | None = Monitor(  # progress=True, the stoker logger
             stats_while_alive(weakref.ref(self)),
             total=self._left,
-            bar=cfg.progress,
-            log_every=cfg.log_every,
+            bar=spec.config.progress,
+            log_every=spec.config.log_every,
             desc=f"epoch {epoch}",
         )
         if self._monitor.active:
@@ -360,7 +263,7 @@ class LoaderIterator(Generic[B]):
         skipped = (list(counters.skipped) if counters else []) + tally.skipped
         elapsed = time.perf_counter() - self._created
         w = self._window
-        cfg = self._loader._config
+        cfg = self._spec.config
         workers = cfg.num_workers if self._mode != "inline" else 0
         queue = 0.0
         if isinstance(w, JobWindow):
@@ -410,7 +313,7 @@ class LoaderIterator(Generic[B]):
             depth=depth,
             cpu_count=available_cores(),
             first_batch_seconds=self._first_batch,
-            mixture=self._loader._dataset._mixture_report(self._box.state),
+            mixture=self._spec.dataset._mixture_report(self._box.state),
         )
 
     def close(self) -> None:
@@ -427,46 +330,34 @@ class LoaderIterator(Generic[B]):
         self.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore_iterator, (self._loader, self.state_dict()))
+        return (_restore_iterator, (self._spec.loader, self.state_dict()))
 
 
 def _close_all(
     pid: int,
     window: Prefetcher[Any] | JobWindow,
     builder: BatchBuilder | None,
-    reader: ChunkReader | StreamParts | None,
+    plan: EpochPlan,
     release: Callable[[], None],
 ) -> None:
     if os.getpid() != pid:  # a forked child: the workers and locks are the parent's
         return
     window.close()
-    if reader is not None:
-        reader.close()
+    plan.close()
     if builder is not None:
         builder.close()
     release()
 
 
-def _nothing() -> None:
-    return None
-
-
-def _batches_left(loader: DataLoader[Any], start: dict[str, Any]) -> int | None:
+def _batches_left(loader: Reopens, start: dict[str, Any]) -> int | None:
     """The batches an iterator starting at ``start`` yields, when known before reading."""
     try:
         total = len(loader)
     except TypeError:
         return None
-    done = start.get("batches", 0)
-    ahead = start.get("ahead", [])
+    done = start.get(BATCHES, 0)
+    ahead = ahead_of(start)
     return max(0, total - (done if isinstance(done, int) else 0) - len(ahead))
-
-
-def _inline_depth(prefetch: int | None, timeout: float | None) -> int | None:
-    """Batches the inline prefetch thread builds ahead (None: decided by probing)."""
-    if prefetch is None and timeout is not None:
-        return DEFAULT_DEPTH  # the timeout watches the prefetch thread
-    return prefetch
 
 
 def _describer(
@@ -485,7 +376,7 @@ def _describer(
         if isinstance(window, JobWindow):
             lines = [describe_jobs(window.in_flight())]
         else:
-            done = (box.state or {}).get("batches", "?")
+            done = (box.state or {}).get(BATCHES, "?")
             lines = [f"  batch {done} of epoch {epoch} (the next one to be yielded)"]
         stacks = getattr(executor, "stacks", None)
         if callable(stacks):
@@ -499,5 +390,6 @@ def _describer(
     return describe
 
 
-def _restore_iterator(loader: DataLoader[Any], state: dict[str, Any]) -> LoaderIterator[Any]:
-    return loader.iter(state=state)
+def _restore_iterator(loader: Reopens, state: dict[str, Any]) -> LoaderIterator[Any]:
+    it: LoaderIterator[Any] = loader.iter(state=state)
+    return it

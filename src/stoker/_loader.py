@@ -1,7 +1,9 @@
 """``DataLoader``: a description of how to batch a dataset; iterators do the work.
 
-The loader checks its arguments, picks the sampler and remembers where the last pass
-ended; each ``iter()`` hands a plan to a fresh :class:`~stoker._iterator.LoaderIterator`.
+The loader checks its arguments, picks the sampler, resolves the worker mode and
+remembers where the last pass ended; each ``iter()`` hands a fresh
+:class:`~stoker._iterator.LoaderIterator` one :class:`~stoker._pass.PassSpec` (what
+the pass needs, and how to lease the loader's workers), never the loader itself.
 """
 
 from __future__ import annotations
@@ -11,22 +13,21 @@ from typing import Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
-from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig, settle_auto
 from ._dataset import Dataset, IterDataset
-from ._epoch.choose import epoch_plan
 from ._exec.executor import Executor
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
 from ._exec.make import make_executor, worker_spec
 from ._hosts import Shard, resolve_hosts
 from ._iterator import LoaderIterator, StateBox
+from ._pass import PassSpec
 from ._sampling.base import Sampler
 from ._sampling.foreign import as_sampler
 from ._sampling.random import RandomSampler
 from ._sampling.sequential import SequentialSampler
 from ._sources.wrap import as_dataset
-from ._state import check_state, loader_header
+from ._state import CARRY, STREAM, check_state, loader_header, position_state
 from .errors import ConfigError
 
 __all__ = ["DataLoader"]
@@ -216,7 +217,7 @@ class DataLoader(Generic[B]):
         else:
             self._check_map()
         if self._hosts.count > 1:
-            may_skip = isinstance(self._dataset, Dataset) and self._dataset._may_skip
+            may_skip = isinstance(self._dataset, Dataset) and self._dataset.may_skip
             self._config.check_for_hosts(self._hosts.count, may_skip=may_skip)
         self._mode = self._resolve_mode()  # the worker mode, decided once
         self._next_epoch = 0
@@ -226,11 +227,8 @@ class DataLoader(Generic[B]):
 
     # -- workers ------------------------------------------------------------------
 
-    def _resolved_mode(self) -> str:
-        """The execution mode: "inline", "thread", "process" or "ray" ("auto" decided once)."""
-        return self._mode
-
     def _resolve_mode(self) -> str:
+        """The execution mode: "inline", "thread", "process" or "ray" ("auto" decided)."""
         cfg = self._config
         if cfg.num_workers == 0:
             return "inline"
@@ -239,7 +237,7 @@ class DataLoader(Generic[B]):
         return "thread" if pipeline_releases_gil(self._dataset, cfg.collate_fn) else "process"
 
     def _lease(self) -> tuple[Executor, int, Callable[[], None]]:
-        cfg, mode = self._config, self._resolved_mode()
+        cfg, mode = self._config, self._mode
 
         def start(n: int) -> Executor:
             init_arg = cfg.worker_init_arg(self) if cfg.worker_init_arg is not None else None
@@ -334,7 +332,7 @@ class DataLoader(Generic[B]):
         cfg, ds, size = self._config, self._dataset, self.batch_size
         if size is None:
             return ()
-        if isinstance(ds, IterDataset) or ds._may_skip or cfg.on_error == "skip":
+        if isinstance(ds, IterDataset) or ds.may_skip or cfg.on_error == "skip":
             return (size,)  # a short last batch is possible but its size is not known
         try:
             n = len(self._sampler) if self._sampler is not None else None
@@ -363,7 +361,7 @@ class DataLoader(Generic[B]):
             raise TypeError("a loader over a stream (IterDataset) has no length")
         if cfg.batch_sampler is not None:
             return len(cfg.batch_sampler)
-        if ds._may_skip or cfg.on_error == "skip":
+        if ds.may_skip or cfg.on_error == "skip":
             raise TypeError(
                 "the number of batches is not known before reading: the pipeline has a "
                 "filter or sk.pack (or on_error='skip'), so batches are filled as records "
@@ -372,7 +370,7 @@ class DataLoader(Generic[B]):
         if self._sampler is None:
             raise RuntimeError("a map-style loader without a sampler")
         box = self._box
-        carry = box.state.get("carry", []) if box.finished and box.state else None
+        carry = box.state.get(CARRY, []) if box.finished and box.state else None
         n = len(self._sampler) + (len(carry) if carry is not None else box.carry_len)
         size, hosts = self.global_batch_size, self._hosts.count
         if size is None:
@@ -418,7 +416,21 @@ class DataLoader(Generic[B]):
         self._next_epoch = epoch + 1
         box = StateBox(state)
         self._box = box
-        return LoaderIterator(self, epoch, state, box)
+        return LoaderIterator(self._pass(), epoch, state, box)
+
+    def _pass(self) -> PassSpec:
+        """What an iterator of this loader needs (a fresh one per pass: it holds the
+        loader, which never holds it)."""
+        return PassSpec(
+            config=self._config,
+            dataset=self._dataset,
+            sampler=self._sampler,
+            hosts=self._hosts,
+            header=self._header(),
+            mode=self._mode,
+            lease=self._lease,
+            loader=self,
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """The state of the most recent iterator (after its last yielded batch).
@@ -434,15 +446,10 @@ class DataLoader(Generic[B]):
         if header["kind"] == "map":
             if self._sampler is None:
                 raise RuntimeError("a map-style loader without a sampler")
-            return {
-                **header,
-                "epoch": self._next_epoch,
-                "batches": 0,
-                "carry": [],
-                "sampler": self._sampler.cursor(self._next_epoch, 0).state_dict(),
-            }
-        extra = {"stream": None} if header["kind"] == "stream" else {}
-        return {**header, "epoch": self._next_epoch, "batches": 0, **extra}
+            sampler = self._sampler.cursor(self._next_epoch, 0).state_dict()
+            return position_state(header, self._next_epoch, 0, carry=[], sampler=sampler)
+        extra = {STREAM: None} if header["kind"] == "stream" else {}
+        return position_state(header, self._next_epoch, 0, **extra)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next ``iter(loader)`` resume at ``state``.
@@ -451,11 +458,6 @@ class DataLoader(Generic[B]):
             StateError: as for :meth:`iter`.
         """
         self._pending = check_state(state, self._header(), self._sampler)
-
-    def _plan(self, epoch: int, state: dict[str, Any] | None) -> tuple[Any, BatchBuilder | None]:
-        return epoch_plan(
-            self._config, self._dataset, self._sampler, self._hosts, self._header(), epoch, state
-        )
 
     def __repr__(self) -> str:
         cfg = self._config

@@ -4,6 +4,12 @@ The parent plans every job; the window keeps up to ``depth`` of them in work and
 hands their batches out in order (a reorder buffer) or as they finish. It serves
 every executor: the inline one builds a batch when the window asks for its result
 (``DeferredFuture.run``) instead of the window waiting for it.
+
+:func:`open_window` is stage 6 of one pass: a plan that plans jobs gets a
+``JobWindow``; a plan that fills its batches itself (a stream, batches filled past
+a filter) keeps its own reads in flight on the executor. Without workers, a
+:class:`~stoker._prefetch.Prefetcher` builds the batches on the asking thread, or
+ahead on a thread of its own when that pays off.
 """
 
 from __future__ import annotations
@@ -13,17 +19,21 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future
 from concurrent.futures import wait as futures_wait
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
+from ._config import DEFAULT_DEPTH, LoaderConfig
 from ._deadline import remaining, timeout_error
+from ._epoch.plan import EpochPlan, ReadAhead
 from ._exec.executor import Executor, cancel_future
 from ._exec.inline import DeferredFuture
-from ._exec.jobs import Done, Job
-from ._prefetch import Item
+from ._exec.jobs import Done, Job, Tally
+from ._prefetch import Item, Prefetcher
+from ._state import with_ahead
 from ._watchdog import Watchdog
 from .errors import IteratorFailed
 
-__all__ = ["JobWindow"]
+__all__ = ["JobWindow", "PassWindow", "inline_depth", "open_window"]
 
 
 def _stamp(stamps: dict[int, float], seq: int) -> Callable[[Future[Done]], None]:
@@ -131,7 +141,7 @@ class JobWindow:
         if not self._out:
             return self._low_state
         ahead = sorted(s for s in self._out if self._low is None or s >= self._low)
-        return {**self._low_state, "ahead": ahead} if ahead else self._low_state
+        return with_ahead(self._low_state, ahead)
 
     def _top_up(self) -> None:
         while not self._planned_all and len(self._inflight) < self.depth:
@@ -265,3 +275,95 @@ class JobWindow:
         for _, future in self._inflight:
             cancel_future(future)
         self._inflight.clear()
+
+
+class PassWindow(NamedTuple):
+    """Stage 6 of one pass, as :func:`open_window` opens it."""
+
+    window: Prefetcher[Item] | JobWindow
+    """What ``next()`` reads: ``get()`` returns (batch, state, records)."""
+    jobs: JobWindow | None
+    """The window of jobs, when the plan plans one job per batch (the tuner sets its depth)."""
+    keep_going: bool
+    """After an error of one batch, the next ``get()`` goes on with the next batch
+    (False where reads run ahead across batches on workers: a stream's parts, batches
+    filled past a filter)."""
+
+
+def open_window(
+    plan: EpochPlan,
+    executor: Executor | None,
+    token: int,
+    cfg: LoaderConfig,
+    tally: Tally,
+    *,
+    inline: bool,
+    ahead: Iterable[int] = (),
+    name: str = "stoker-prefetch",
+) -> PassWindow:
+    """Stage 6 of one pass: the window of batches in flight for ``plan`` on ``executor``.
+
+    ``inline`` says the pass has no workers (its executor, if any, builds a batch
+    when asked); ``ahead`` names the batches a state saved with ``ordered=False``
+    already handed out; ``tally`` hears of every job's result.
+
+    Example:
+        >>> import stoker as sk
+        >>> from stoker._config import LoaderConfig
+        >>> from stoker._epoch.choose import epoch_plan
+        >>> from stoker._exec.make import pass_executor
+        >>> from stoker._hosts import ONE_HOST
+        >>> from stoker._sampling.sequential import SequentialSampler
+        >>> cfg, ds = LoaderConfig(batch_size=2), sk.range(4)
+        >>> plan, builder = epoch_plan(
+        ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, "inline", 0, None
+        ... )
+        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, lease=None)
+        >>> opened = open_window(plan, ex, token, cfg, Tally(10), inline=True)
+        >>> [opened.window.get()[0].tolist() for _ in range(2)], opened.keep_going
+        ([[0, 1], [2, 3]], True)
+        >>> opened.window.close(); give_back(); builder.close()
+    """
+    depth = 1 if inline else cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
+    timeout = None if inline else cfg.timeout
+    jobs = None
+    produce: Callable[[], Item | None]
+    if plan.plans_jobs:
+        if executor is None:
+            raise RuntimeError("a plan of jobs needs an executor")
+        jobs = JobWindow(
+            partial(plan.next_job, token),
+            tally.finish,
+            executor,
+            depth=depth,
+            ordered=cfg.ordered,
+            timeout=timeout,
+            start_state=plan.state(),
+            ahead=ahead,
+            token=token,
+        )
+        produce = jobs.get
+    else:  # the plan keeps its own reads in flight on the executor
+        plan.read_with(executor, ReadAhead(depth, cfg.ordered, timeout, token, tally.count))
+        produce = plan.next_item
+    window: Prefetcher[Item] | JobWindow
+    if inline:  # on the asking thread, or on a prefetch thread when it pays off
+        depth_ahead = inline_depth(cfg.prefetch, cfg.timeout)
+        window = Prefetcher(produce, depth_ahead, cfg.timeout, name=name, keep_going=True)
+    elif jobs is not None:
+        window = jobs
+    else:
+        window = Prefetcher(produce, 0, None, name=name)
+    return PassWindow(window, jobs, keep_going=inline or jobs is not None)
+
+
+def inline_depth(prefetch: int | None, timeout: float | None) -> int | None:
+    """Batches the inline prefetch thread builds ahead (None: decided by probing).
+
+    Example:
+        >>> inline_depth(None, None), inline_depth(None, 5.0), inline_depth(0, None)
+        (None, 2, 0)
+    """
+    if prefetch is None and timeout is not None:
+        return DEFAULT_DEPTH  # the timeout watches the prefetch thread
+    return prefetch

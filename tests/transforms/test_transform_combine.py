@@ -69,7 +69,7 @@ def test_concat_parts_get_their_own_stage_path():
 
 def test_concat_keeps_skips():
     ds = sk.concat([sk.range(3).filter(lambda x: x != 1), sk.range(2)])
-    assert ds._may_skip
+    assert ds.may_skip
     assert ds._fetch(np.arange(5), CTX) == [0, SKIP, 2, 0, 1]
 
 
@@ -118,7 +118,7 @@ def test_zip_lengths():
 
 def test_zip_skips_when_any_part_skips():
     ds = sk.zip(sk.range(4).filter(lambda x: x != 1), sk.range(4).filter(lambda x: x != 2))
-    assert ds._may_skip
+    assert ds.may_skip
     assert ds._fetch(np.arange(4), CTX) == [(0, 0), SKIP, SKIP, (3, 3)]
     arrays = sk.zip(sk.from_arrays(np.zeros((2, 3))), sk.range(2).filter(lambda x: x > 0))
     assert arrays._fetch(np.arange(2), CTX)[0] is SKIP

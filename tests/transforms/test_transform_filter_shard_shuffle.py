@@ -17,7 +17,7 @@ CTX = Context()
 def test_filter_marks_removed_records_with_skip():
     ds = sk.range(7).filter(lambda x: x % 3 == 0)
     assert len(ds) == 7
-    assert ds._may_skip
+    assert ds.may_skip
     assert ds._fetch(np.arange(7), CTX) == [0, SKIP, SKIP, 3, SKIP, SKIP, 6]
     assert ds[3] == 3
     assert ds._gather(np.arange(2), CTX, None) is NotImplemented
@@ -72,7 +72,7 @@ def test_bad_shards():
 
 def test_shard_keeps_skips_of_its_parent():
     ds = sk.range(6).filter(lambda x: x != 2).shard(0, 2)
-    assert ds._may_skip
+    assert ds.may_skip
     assert ds._fetch(np.arange(3), CTX) == [0, SKIP, 4]
 
 

@@ -67,7 +67,7 @@ def test_skipped_records_pass_through_without_calling_fn():
     ds = sk.range(6).filter(lambda x: x % 2 == 0).map(lambda x: called.append(x) or x)
     assert ds._fetch(np.arange(6), Context()) == [0, SKIP, 2, SKIP, 4, SKIP]
     assert called == [0, 2, 4]
-    assert ds._may_skip
+    assert ds.may_skip
     seeded = sk.range(4).filter(lambda x: x > 1).map(draw, seeded=True)
     assert seeded._fetch(np.arange(4), Context())[:2] == [SKIP, SKIP]
 

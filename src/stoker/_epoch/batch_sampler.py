@@ -81,7 +81,10 @@ class BatchSamplerPlan(_Plan):
             return idx, where
         return None
 
-    plans_jobs = True
+    @property
+    def plans_jobs(self) -> bool:
+        """Every batch is a job of its own."""
+        return True
 
     def next_job(self, token: int) -> Job | None:
         """The next batch as a job for a worker; None at the end of the epoch."""

@@ -1,8 +1,12 @@
 """``epoch_plan``: which plan an epoch follows (stages 2-4), chosen once per iterator.
 
-A stream follows a :class:`~stoker._epoch.stream.StreamPlan`, a batch sampler a
+A stream read in this process follows a :class:`~stoker._epoch.stream.StreamPlan`, a
+stream split across workers :class:`~stoker._epoch.parts.StreamParts` (each worker
+reads and collates its part), a batch sampler a
 :class:`~stoker._epoch.batch_sampler.BatchSamplerPlan`, and a sampler over a map-style
-dataset a :class:`~stoker._epoch.plan.MapPlan`; each fills batches through one builder.
+dataset a :class:`~stoker._epoch.plan.MapPlan`. The others fill batches through one
+builder. Every plan shows the iterator the same members
+(:class:`~stoker._epoch.plan.EpochPlan`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from .._dataset import Dataset, IterDataset
 from .._hosts import Shard
 from .._sampling.base import Sampler
 from .batch_sampler import BatchSamplerPlan
-from .plan import MapPlan
+from .parts import StreamParts
+from .plan import EpochPlan, MapPlan
 from .stream import StreamPlan
 
 __all__ = ["epoch_plan"]
@@ -27,11 +32,40 @@ def epoch_plan(
     sampler: Sampler | None,
     hosts: Shard,
     header: dict[str, Any],
+    mode: str,
     epoch: int,
     state: dict[str, Any] | None,
-) -> tuple[Any, BatchBuilder | None]:
+) -> tuple[EpochPlan, BatchBuilder | None]:
     """The plan of one epoch (stages 2-4: which records make each batch, and the state
-    after it) and the batch builder it fills, for a map-style dataset or a stream."""
+    after it) and the batch builder it fills (None when workers collate: a stream
+    split across workers), for a map-style dataset or a stream read in worker
+    ``mode`` (resolved: "inline", "thread", "process" or "ray").
+
+    Example:
+        >>> import stoker as sk
+        >>> from stoker._config import LoaderConfig
+        >>> from stoker._hosts import ONE_HOST
+        >>> from stoker._sampling.sequential import SequentialSampler
+        >>> from stoker._state import loader_header
+        >>> cfg = LoaderConfig(batch_size=2)
+        >>> plan, builder = epoch_plan(cfg, sk.range(4), SequentialSampler(4), ONE_HOST,
+        ...                            loader_header(cfg, 4, ONE_HOST), "inline", 0, None)
+        >>> type(plan).__name__, plan.plans_jobs, plan.next_job(0).parts[0][1].tolist()
+        ('MapPlan', True, [0, 1])
+        >>> builder.close()
+    """
+    if isinstance(ds, IterDataset) and mode != "inline":  # each worker reads its own part
+        return StreamParts(
+            num_parts=cfg.num_workers,
+            batch_size=cfg.batch_size,
+            last_batch=cfg.last_batch,
+            seed=cfg.seed,
+            header=header,
+            epoch=epoch,
+            state=state,
+            hosts=hosts,
+            dataset=ds,
+        ), None
     builder = None
     if isinstance(ds, Dataset) or cfg.batch_size is not None:
         pool_slots = (cfg.prefetch if cfg.prefetch is not None else DEFAULT_DEPTH) + 3
@@ -75,7 +109,7 @@ def epoch_plan(
         batch_size=cfg.batch_size,
         last_batch=cfg.last_batch,
         seed=cfg.seed,
-        skips=ds._may_skip or cfg.on_error == "skip",
+        skips=ds.may_skip or cfg.on_error == "skip",
         header=header,
         hosts=hosts,
         epoch=epoch,

@@ -34,7 +34,7 @@ from .._hosts import ONE_HOST, Shard
 from .._state import ENDED, NEXT, PARTS, STATES, STREAM, parts_state
 from ..errors import StateError
 from .jobs import EMPTY, Done, Job, Submits
-from .plan import Item, _Plan
+from .plan import Item, ReadAhead, _Plan
 
 __all__ = ["StreamParts"]
 
@@ -43,12 +43,14 @@ _NO_INDICES = np.empty(0, dtype=np.int64)
 
 
 class StreamParts(_Plan):
-    """Batches of a stream split across ``executor``'s workers (a plan and its window)."""
+    """Batches of a stream split across the workers of an executor (a plan and its window).
+
+    The executor, and how far ahead to read, come with :meth:`read_with`.
+    """
 
     def __init__(
         self,
         *,
-        executor: Submits,
         num_parts: int,
         batch_size: int | None,
         last_batch: str,
@@ -56,26 +58,21 @@ class StreamParts(_Plan):
         header: dict[str, Any],
         epoch: int,
         state: dict[str, Any] | None,
-        depth: int,
-        ordered: bool,
-        timeout: float | None,
-        token: int,
-        on_done: Callable[[Done], None],
         hosts: Shard = ONE_HOST,
         dataset: object = None,
     ) -> None:
         super().__init__(header, epoch, state)
-        self._executor = executor
+        self._executor: Submits | None = None
         self._n = num_parts
         self._hosts = hosts
         self._batch_size = batch_size
         self._drop = last_batch == "drop"
         self._seed = seed
-        self._depth = max(1, -(-depth // num_parts))
-        self.ordered = ordered
-        self._timeout = timeout
-        self._token = token
-        self._on_done = on_done
+        self._depth = 1
+        self.ordered = True
+        self._timeout: float | None = None
+        self._token = 0
+        self._on_done: Callable[[Done], None] = _ignore
         parts = None if state is None else state.get(STREAM)
         self._elastic = elastic_dataset(dataset)
         if self._elastic is not None:
@@ -109,6 +106,17 @@ class StreamParts(_Plan):
             )
         return list(parts[STATES]), int(parts[NEXT]), [bool(e) for e in parts[ENDED]]
 
+    def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
+        """Read the parts on ``executor``'s workers, ``read.depth`` batches ahead in all."""
+        if executor is None:
+            raise RuntimeError("a stream split across workers reads through an executor")
+        self._executor = executor
+        self._depth = max(1, -(-read.depth // self._n))
+        self.ordered = read.ordered
+        self._timeout = read.timeout
+        self._token = read.token
+        self._on_done = read.on_done
+
     def state(self) -> dict[str, Any]:
         # A part has ended for the state only once its last record is handed out.
         ended = [e and not q for e, q in zip(self._ended, self._unbatched, strict=True)]
@@ -125,6 +133,9 @@ class StreamParts(_Plan):
     # -- jobs -----------------------------------------------------------------------
 
     def _top_up(self, part: int) -> None:
+        executor = self._executor
+        if executor is None:
+            raise RuntimeError("StreamParts reads through read_with()'s executor")
         queue = self._inflight[part]
         count = self._batch_size or _UNBATCHED_CHUNK
         while not self._ended[part] and len(queue) < self._depth:
@@ -142,7 +153,7 @@ class StreamParts(_Plan):
                 part=part,
                 open_state=self._opened[part],
             )
-            queue.append((job, self._executor.submit(job)))
+            queue.append((job, executor.submit(job)))
 
     def _ready_part(self, deadline: float | None) -> int:
         """The part whose batch is handed out next (waiting for it when ordered)."""
@@ -220,8 +231,13 @@ class StreamParts(_Plan):
         self._inflight[part].clear()
 
     def close(self) -> None:
-        self._executor.cancel(self._token)
+        if self._executor is not None:
+            self._executor.cancel(self._token)
         for queue in self._inflight:
             for _, future in queue:
                 future.cancel()
             queue.clear()
+
+
+def _ignore(done: Done) -> None:
+    return None

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,11 +39,54 @@ from .._hosts import ONE_HOST, Shard, host_slice
 from .._sampling.base import Sampler, SamplerCursor
 from .._state import BATCHES, CARRY, EPOCH, SAMPLER, position_state
 from ..errors import LoaderTimeout, StateError
-from .jobs import Done, Job
+from .jobs import Done, Job, Submits
 
-__all__ = ["ChunkReader", "Filler", "Item", "MapPlan"]
+__all__ = ["ChunkReader", "EpochPlan", "Filler", "Item", "MapPlan", "ReadAhead"]
 
 Item = tuple[Any, dict[str, Any], int]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAhead:
+    """How a plan that reads through an executor reads ahead: ``depth`` reads in
+    flight, in order or as they finish, ``timeout`` seconds for each (None: no
+    limit), its jobs named by ``token``, and ``on_done`` told of each result (the
+    timings and the records skipped)."""
+
+    depth: int
+    ordered: bool
+    timeout: float | None
+    token: int
+    on_done: Callable[[Done], None]
+
+
+class EpochPlan(Protocol):
+    """What the iterator asks of every plan of an epoch (stages 2-4).
+
+    A plan of one job per batch (:attr:`plans_jobs`) feeds a window of jobs through
+    :meth:`next_job`; any other plan reads through the executor :meth:`read_with`
+    gives it (None: on the asking thread) and hands out (batch, state, records)
+    from :meth:`next_item`. :meth:`final_state` starts the next epoch once the last
+    batch was handed out; :meth:`close` drops the reads in flight.
+    """
+
+    @property
+    def plans_jobs(self) -> bool: ...
+
+    @property
+    def needs_executor(self) -> bool: ...
+
+    def next_job(self, token: int) -> Job | None: ...
+
+    def read_with(self, executor: Submits | None, read: ReadAhead) -> None: ...
+
+    def next_item(self) -> Item | None: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def final_state(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
 
 
 class _Plan:
@@ -56,6 +100,26 @@ class _Plan:
 
     def _where(self) -> str:
         return f"batch {self._batches} of epoch {self._epoch}"
+
+    # The defaults of an EpochPlan: a plan that fills its batches on the asking thread.
+
+    needs_executor = True
+
+    @property
+    def plans_jobs(self) -> bool:
+        return False
+
+    def next_job(self, token: int) -> Job | None:
+        raise NotImplementedError(f"{type(self).__name__} fills its batches: use next_item()")
+
+    def next_item(self) -> Item | None:
+        raise NotImplementedError(f"{type(self).__name__} plans jobs: use next_job()")
+
+    def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
     def _state(self, **fields: Any) -> dict[str, Any]:
         """The state right after the last batch handed out, with the plan's own fields."""
@@ -184,9 +248,17 @@ class MapPlan(_Plan):
         self._batches += 1
         return Job(seq, "build", tuple(parts), where, self.state(), count, token)
 
-    def read_with(self, reader: ChunkReader) -> None:
-        """Read the records of filled batches through ``reader`` (workers, read ahead)."""
-        self._reader = reader
+    def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
+        """Read the records of filled batches on ``executor``, ``read.depth`` chunks ahead."""
+        if executor is None:
+            raise RuntimeError("a map-style plan reads its records through an executor")
+        self._reader = ChunkReader(
+            executor.submit, read.depth, read.token, read.on_done, read.timeout
+        )
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
 
     def _fill(self) -> bool:
         """Read more records into ``_ready``; False at the end of the epoch."""

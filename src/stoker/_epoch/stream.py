@@ -16,7 +16,9 @@ __all__ = ["StreamPlan"]
 
 
 class StreamPlan(_Plan):
-    """Batches of consecutive records of a stream."""
+    """Batches of consecutive records of a stream, read on the thread that asks for them."""
+
+    needs_executor = False
 
     def __init__(
         self,

@@ -34,7 +34,8 @@ class Executor(Submits, Protocol):
         >>> from stoker._context import Context
         >>> from stoker._exec.jobs import Job
         >>> from stoker._exec.make import make_executor, worker_spec
-        >>> cfg = sk.DataLoader(sk.range(10), batch_size=2)._config
+        >>> from stoker._config import LoaderConfig
+        >>> cfg = LoaderConfig(batch_size=2)
         >>> ex: Executor = make_executor("inline", worker_spec(cfg, sk.range(10)), cfg)
         >>> job = Job(0, "build", ((Context(), np.array([7, 8])),), "batch 0")
         >>> with ex:

@@ -347,8 +347,18 @@ class Autotune:
     Holds the executor, the window and the tally, never the iterator.
     """
 
+    @classmethod
+    def of(cls, executor: object, window: Any, tally: Tally) -> Autotune | None:
+        """The tuner of a pass whose jobs go through ``window`` (a job window, or None)
+        on ``executor``: None unless that is a :class:`HandoverExecutor`
+        (``worker_mode="auto"``)."""
+        if not isinstance(executor, HandoverExecutor) or window is None:
+            return None
+        return cls(executor, window, tally)
+
     def __init__(self, executor: HandoverExecutor, window: Any, tally: Tally) -> None:
-        self._executor = executor
+        self.executor = executor
+        """The executor this tuner steers."""
         self._window = window
         self._tally = tally
         self._apply(executor.tuner.decision)
@@ -362,7 +372,7 @@ class Autotune:
         self._batches = 0
 
     def _apply(self, decision: Decision) -> None:
-        ex = self._executor
+        ex = self.executor
         ex.inline = decision.inline and ex.tuner.auto_inline
         if not ex.inline:
             self._window.depth = decision.depth
@@ -378,7 +388,7 @@ class Autotune:
         """True when the iterator should now build its batches itself: the tuner chose
         inline, batches come in order, and no job is left in the window."""
         return (
-            self._executor.inline
+            self.executor.inline
             and self._window.ordered
             and not self._window.in_flight()
             and not ahead_of(self._window.state())
@@ -386,7 +396,7 @@ class Autotune:
 
     def step(self, batch: Any) -> None:
         """Count one batch handed out; decide when a window of batches is complete."""
-        ex = self._executor
+        ex = self.executor
         if self._first or not ex.settled:
             # Measure the executor the loader settles on, from its second batch: the
             # first one includes starting the pass.

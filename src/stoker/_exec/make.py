@@ -1,17 +1,25 @@
-"""``make_executor``: the one place where a worker mode becomes an executor."""
+"""``make_executor``: the one place where a worker mode becomes an executor.
+
+``pass_executor`` is stage 5 of one pass: the executor its plan reads through.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from .._batching.pool import BufferPool
 from .._config import DEFAULT_DEPTH, LoaderConfig
 from .._dataset import Dataset, IterDataset
+from .._epoch.plan import EpochPlan
 from .executor import Executor
 from .jobs import WorkerSpec
 
-__all__ = ["handover_applies", "make_executor", "worker_spec"]
+__all__ = ["Lease", "handover_applies", "make_executor", "pass_executor", "worker_spec"]
+
+Lease = Callable[[], tuple[Executor, int, Callable[[], None]]]
+"""Lends a loader's workers to one pass: (executor, token, give back)."""
 
 
 def worker_spec(
@@ -27,7 +35,8 @@ def worker_spec(
 
     Example:
         >>> import stoker as sk
-        >>> cfg = sk.DataLoader(sk.range(10), batch_size=4)._config
+        >>> from stoker._config import LoaderConfig
+        >>> cfg = LoaderConfig(batch_size=4)
         >>> worker_spec(cfg, sk.range(10)).batch_size
         4
     """
@@ -52,7 +61,8 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
 
     Example:
         >>> import stoker as sk
-        >>> cfg = sk.DataLoader(sk.range(10), batch_size=4)._config
+        >>> from stoker._config import LoaderConfig
+        >>> cfg = LoaderConfig(batch_size=4)
         >>> with make_executor("inline", worker_spec(cfg, sk.range(10)), cfg) as ex:
         ...     ex.mode
         'inline'
@@ -92,6 +102,47 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
             max_restarts=cfg.max_restarts,
         )
     raise ValueError(f"no executor for worker mode {mode!r}")
+
+
+def pass_executor(
+    plan: EpochPlan,
+    mode: str,
+    cfg: LoaderConfig,
+    dataset: Dataset[Any] | IterDataset[Any],
+    lease: Lease,
+) -> tuple[Executor | None, int, Callable[[], None]]:
+    """Stage 5 of one pass: the executor ``plan`` reads through, the token that names
+    the pass's jobs, and how to give the executor back when the pass ends.
+
+    A plan that reads on the asking thread gets none; under ``mode="inline"`` a pass
+    gets an inline executor of its own (it builds a batch when the window asks for
+    it); otherwise ``lease()`` lends the loader's workers.
+
+    Example:
+        >>> import stoker as sk
+        >>> from stoker._config import LoaderConfig
+        >>> from stoker._epoch.choose import epoch_plan
+        >>> from stoker._hosts import ONE_HOST
+        >>> from stoker._sampling.sequential import SequentialSampler
+        >>> cfg, ds = LoaderConfig(batch_size=2), sk.range(4)
+        >>> plan, builder = epoch_plan(
+        ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, "inline", 0, None
+        ... )
+        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, lease=None)
+        >>> ex.mode, token
+        ('inline', 0)
+        >>> give_back(); builder.close()
+    """
+    if not plan.needs_executor:
+        return None, 0, _nothing
+    if mode == "inline":
+        executor = make_executor("inline", worker_spec(cfg, dataset), cfg)
+        return executor, 0, executor.close
+    return lease()
+
+
+def _nothing() -> None:
+    return None
 
 
 def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:

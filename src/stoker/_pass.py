@@ -1,0 +1,118 @@
+"""``PassSpec``: what one pass over an epoch needs from its loader, handed over once.
+
+A :class:`~stoker.DataLoader` is a description; a
+:class:`~stoker._iterator.LoaderIterator` is one pass. For every pass the loader
+hands its iterator one frozen ``PassSpec``: the checked config, the dataset, the
+sampler, this host's shard, the state header, the worker mode (``"auto"`` resolved
+once, by the loader) and how to lease the loader's workers. The spec's three methods
+are the data path of DESIGN.md, one stage each: the epoch's :meth:`~PassSpec.plan`
+(stages 2-4), the :meth:`~PassSpec.executor` (stage 5) and the
+:meth:`~PassSpec.window` of batches in flight (stage 6). Nothing below the loader
+reads the loader's own members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ._batching.builder import BatchBuilder
+from ._config import LoaderConfig
+from ._dataset import Dataset, IterDataset
+from ._epoch.choose import epoch_plan
+from ._epoch.plan import EpochPlan
+from ._exec.executor import Executor
+from ._exec.jobs import Tally
+from ._exec.make import Lease, pass_executor
+from ._hosts import Shard
+from ._sampling.base import Sampler
+from ._window import PassWindow, open_window
+
+__all__ = ["PassSpec", "Reopens"]
+
+
+class Reopens(Protocol):
+    """The loader as its iterators see it: public methods only.
+
+    ``len()`` counts an epoch's batches; ``iter(state=...)`` rebuilds an iterator
+    (what unpickling one does).
+    """
+
+    def __len__(self) -> int: ...
+
+    def iter(self, *, epoch: int | None = None, state: dict[str, Any] | None = None) -> Any: ...
+
+
+@dataclass(frozen=True, eq=False)
+class PassSpec:
+    """What one pass needs from its loader (see the module docstring).
+
+    Example:
+        >>> import stoker as sk
+        >>> from stoker._config import LoaderConfig
+        >>> from stoker._exec.jobs import Tally
+        >>> from stoker._hosts import ONE_HOST
+        >>> from stoker._sampling.sequential import SequentialSampler
+        >>> spec = PassSpec(LoaderConfig(batch_size=3), sk.range(6), SequentialSampler(6),
+        ...                 ONE_HOST, {}, "inline", lease=None, loader=None)
+        >>> plan, builder = spec.plan(0, None)
+        >>> executor, token, give_back = spec.executor(plan)
+        >>> window = spec.window(plan, executor, token, Tally(10), None, 0).window
+        >>> window.get()[0].tolist()
+        [0, 1, 2]
+        >>> window.close(); give_back(); builder.close()
+    """
+
+    config: LoaderConfig
+    dataset: Dataset[Any] | IterDataset[Any]
+    sampler: Sampler | None
+    hosts: Shard
+    header: dict[str, Any]
+    mode: str
+    """The worker mode: "inline", "thread", "process" or "ray" ("auto" resolved)."""
+    lease: Lease
+    """Lends the loader's workers to a pass (never called under ``mode="inline"``)."""
+    loader: Reopens
+    """The loader, for ``len()`` and for pickling an iterator (public methods only)."""
+
+    def plan(
+        self, epoch: int, state: dict[str, Any] | None
+    ) -> tuple[EpochPlan, BatchBuilder | None]:
+        """Stages 2-4: the epoch's plan (which records make each batch, and the state
+        after it) and the batch builder it fills, if any."""
+        return epoch_plan(
+            self.config,
+            self.dataset,
+            self.sampler,
+            self.hosts,
+            self.header,
+            self.mode,
+            epoch,
+            state,
+        )
+
+    def executor(self, plan: EpochPlan) -> tuple[Executor | None, int, Callable[[], None]]:
+        """Stage 5: the executor ``plan`` reads through, its token, and how to give it back."""
+        return pass_executor(plan, self.mode, self.config, self.dataset, self.lease)
+
+    def window(
+        self,
+        plan: EpochPlan,
+        executor: Executor | None,
+        token: int,
+        tally: Tally,
+        state: dict[str, Any] | None,
+        epoch: int,
+    ) -> PassWindow:
+        """Stage 6: the window of ``plan``'s batches in flight on ``executor``."""
+        return open_window(
+            plan,
+            executor,
+            token,
+            self.config,
+            tally,
+            inline=self.mode == "inline",
+            ahead=state.get("ahead", ()) if state is not None else (),
+            name=f"stoker-prefetch-epoch{epoch}",
+        )
