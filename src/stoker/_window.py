@@ -210,7 +210,8 @@ class JobWindow:
         """The next item; ``StopIteration`` after the last one."""
         start = time.perf_counter()
         deadline = None if self._timeout is None else start + self._timeout
-        self._count_idle(start)
+        if self._plans_ahead:  # jobs built when asked for never wait for the consumer
+            self._count_idle(start)
         try:
             while True:
                 if self._closed:
@@ -230,8 +231,9 @@ class JobWindow:
                     self._inflight.popleft()
                 else:
                     self._inflight.remove((job, future))
-                submitted = self._submitted.pop(job.seq, start)
-                self.latency_seconds += self._finished_at.pop(job.seq, start) - submitted
+                if self._submitted:  # workers' jobs: from submit to finish, for the stats
+                    submitted = self._submitted.pop(job.seq, start)
+                    self.latency_seconds += self._finished_at.pop(job.seq, start) - submitted
                 try:
                     done = future.result()
                     item = self._finish(job, done)

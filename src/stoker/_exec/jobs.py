@@ -71,8 +71,15 @@ class Tally:
         """A build job's (batch, state, records), or None when all were skipped."""
         if done.skipped:
             self.count(done)
-        else:
-            self._add_times(done)
+        else:  # the usual case, once a batch: the sums written out
+            self.fetch_seconds += done.fetch_seconds
+            self.collate_seconds += done.collate_seconds
+            self.transform_seconds += done.transform_seconds
+            if done.work_seconds:  # a worker's job (inline jobs report no worker time)
+                self.work_seconds += done.work_seconds
+                self.cpu_seconds += done.cpu_seconds
+                self.transfer_seconds += done.transfer_seconds
+                self.nbytes += done.nbytes
         if done.value is EMPTY:
             return None
         return done.value, job.state or {}, job.count - len(done.skipped)
@@ -117,6 +124,7 @@ class Runtime:
         split: bool = False,
     ) -> None:
         self.spec = spec
+        self._inline = mode == "inline"
         self.info = WorkerInfo(
             id=worker_id,
             num_workers=spec.num_workers,
@@ -146,7 +154,12 @@ class Runtime:
 
     def run(self, job: Job) -> Done:
         """Do ``job``; exceptions propagate with the sample and batch located."""
-        start, cpu, transform = time.perf_counter(), time.thread_time(), transform_time()
+        transform = transform_time()
+        if self._inline:  # the caller's own time: no worker time or CPU share to report
+            done = self._run(job)
+            done.transform_seconds = transform_time() - transform
+            return done
+        start, cpu = time.perf_counter(), time.thread_time()
         done = self._run(job)
         done.work_seconds = time.perf_counter() - start
         done.cpu_seconds = time.thread_time() - cpu
