@@ -24,6 +24,9 @@ of the loader needs to know the stages by name:
 * ``releases_gil``: does all of its work (and its parents') release the GIL? Then
   ``worker_mode="auto"`` runs it on threads. A function is known to when it is marked
   with :func:`~stoker.releases_gil`.
+
+Stoker's own streams (sources and stages alike) subclass ``StreamNode`` and read
+through a ``Cursor``; both live here, below the sources that subclass them.
 """
 
 from __future__ import annotations
