@@ -41,6 +41,9 @@ RANKS: dict[str, int] = {
     "_typing": 0,
     "_shm": 0,
     "_deadline": 0,
+    "_decode": 0,
+    "_collate": 0,
+    "_tree": 0,
     # description of a loader
     "_config": 1,
     "_state": 1,

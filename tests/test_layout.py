@@ -19,12 +19,7 @@ SCRIPT = ROOT / "bench" / "import_graph.py"
 
 # Imports that still run back up (importer, imported), to be paid off.
 KNOWN_BACK_UP = {
-    ("_sources.hf", "_transforms.stream"),  # the stream node base belongs below sources
-    ("_sources.image_folder", "vision._decode"),
-    ("_sources.iterable", "_transforms.stream"),
     ("_sources.parquet", "_sampling.chunked"),
-    ("_sources.tar_shards", "_transforms.stream"),
-    ("_transforms.stream", "_batching.collate"),
 }
 # Circles between modules, beyond the allowed one (sorted members).
 KNOWN_CIRCLES: set[tuple[str, ...]] = set()

@@ -13,8 +13,8 @@ stays light.
 from typing import TYPE_CHECKING
 
 from . import vision as vision
-from ._batching.collate import default_collate as default_collate
 from ._batching.pad import pad_collate as pad_collate
+from ._collate import default_collate as default_collate
 from ._dataset import Dataset as Dataset
 from ._dataset import IterDataset as IterDataset
 from ._elastic import merge_host_states as merge_host_states

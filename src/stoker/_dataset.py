@@ -24,6 +24,9 @@ of the loader needs to know the stages by name:
 * ``releases_gil``: does all of its work (and its parents') release the GIL? Then
   ``worker_mode="auto"`` runs it on threads. A function is known to when it is marked
   with :func:`~stoker.releases_gil`.
+
+Stoker's own streams (sources and stages alike) subclass ``StreamNode`` and read
+through a ``Cursor``; both live here, below the sources that subclass them.
 """
 
 from __future__ import annotations
@@ -35,21 +38,26 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 import numpy as np
 
 from ._context import DEFAULT_CONTEXT, SKIP, Context, Skip
-from .errors import FilteredOut, NotSupportedError
+from .errors import FilteredOut, NotSupportedError, StateError
 
 if TYPE_CHECKING:
+    from ._hosts import Shard
     from ._stats import SourceShare
     from ._transforms.mix import MixDataset
     from ._transforms.pack import Packer
     from ._transforms.stream import BatchedStream
 
 __all__ = [
+    "Cursor",
     "Dataset",
     "DatasetNode",
     "IterDataset",
     "StreamCursor",
+    "StreamNode",
     "UnaryNode",
     "as_index_array",
+    "parent_state",
+    "state_count",
 ]
 
 T = TypeVar("T")
@@ -426,6 +434,95 @@ class IterDataset(Generic[T]):
         batches as they are.
         """
         return BatchedStream(self, batch_size, drop_remainder=drop_remainder, collate_fn=collate_fn)
+
+
+def parent_state(state: dict[str, Any] | None, what: str, key: str = "parent") -> Any:
+    """``state[key]`` (None without a state); StateError when the key is missing."""
+    if state is not None and (not isinstance(state, dict) or key not in state):
+        raise StateError(f"the state of {what} must be a dict with key {key!r}, got {state!r}")
+    return None if state is None else state[key]
+
+
+def state_count(state: dict[str, Any] | None, key: str, what: str) -> int:
+    """The counter ``state[key]`` (0 without a state); StateError unless an int >= 0."""
+    value = parent_state(state, what, key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise StateError(f"the state of {what} needs {key!r} to be an int >= 0, got {value!r}")
+    return value or 0
+
+
+class Cursor(Iterator[T], Generic[T]):
+    """An open position in a stream: an iterator that reports its state.
+
+    The default state is the parent cursor's under ``"parent"``; sources override it.
+    """
+
+    _parent: StreamCursor[Any]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The JSON state from which ``_open`` resumes right after the last record."""
+        return {"parent": self._parent.state_dict()}
+
+
+class StreamNode(IterDataset[T]):
+    """Base of stoker's stream stages: ``iter()`` and the stateful protocol via ``_open``.
+
+    Example:
+        >>> import stoker as sk
+        >>> ds = sk.from_iterable(lambda: range(3))
+        >>> next(iter(ds)), ds.state_dict()
+        (0, {'steps': 1})
+
+    Errors:
+        StateError: ``load_state_dict`` with a state of another shape.
+    """
+
+    _pending: dict[str, Any] | None = None
+    _live: Cursor[T] | None = None
+
+    def _open(self, ctx: Context, state: dict[str, Any] | None) -> Cursor[T]:
+        raise NotImplementedError
+
+    @property
+    def elastic(self) -> bool:
+        """True when a state resumes under any ``num_workers`` and host count.
+
+        An elastic stream keeps its state per unit of data (a shard), not per reader,
+        so the states of all readers can be dealt anew to other readers
+        (``_deal_state``). Tar shards are elastic, and so are ``map``, ``filter`` and
+        ``batch`` over them; other streams resume only under the same ``num_workers``.
+        """
+        return False
+
+    def _deal_state(
+        self, parts: Sequence[tuple[Shard, dict[str, Any] | None]], new: Shard
+    ) -> dict[str, Any]:
+        """The state of reader ``new`` (index of count) when the readers ``parts`` (the
+        shard each read and its state; None: not started) are dealt anew. Elastic only."""
+        raise NotImplementedError(f"{type(self).__name__} is not elastic")
+
+    def __iter__(self) -> Iterator[T]:
+        state, self._pending = self._pending, None
+        self._live = self._open(DEFAULT_CONTEXT, state)
+        return self._live
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state of the iterator most recently returned by ``iter()``."""
+        if self._live is not None:
+            return self._live.state_dict()
+        if self._pending is not None:
+            return self._pending
+        return self._open(DEFAULT_CONTEXT, None).state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` continue from ``state`` (its shape is checked now)."""
+        self._open(DEFAULT_CONTEXT, state)
+        self._pending, self._live = state, None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_live", None)  # an open iterator belongs to this process
+        return state
 
 
 # The stage classes import Dataset/IterDataset from this module, so they come last.

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ._dataset import StreamNode
 from ._hosts import Shard
 from ._state import (
     AHEAD,
@@ -42,7 +43,6 @@ from ._state import (
     parts_state,
     position_state,
 )
-from ._transforms.stream import StreamNode
 from .errors import StateError
 
 __all__ = [

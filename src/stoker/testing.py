@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._batching.tree import is_dataclass_instance, is_namedtuple
 from ._loader import DataLoader
+from ._tree import is_dataclass_instance, is_namedtuple
 
 __all__ = [
     "assert_batches_equal",

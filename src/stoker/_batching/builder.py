@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from .._collate import default_collate
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
 from .._stats import transform_time
-from .collate import default_collate
+from .._tree import flatten
 from .gather import SPLIT_BYTES, SplitGather
 from .pad import column_collate
 from .pool import BufferPool
-from .tree import flatten
 
 __all__ = ["BatchBuilder", "BuildCounters", "add_batch_index", "add_location"]
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._context import Context
 from .._dataset import Dataset
-from .tree import TreeDef, flatten
+from .._tree import TreeDef, flatten
 
 __all__ = ["SPLIT_BYTES", "SplitGather"]
 

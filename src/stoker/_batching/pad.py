@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from .._collate import _collate, _is_tensor
 from .._sources.columns import Ragged
+from .._tree import is_namedtuple
 from .._typing import releases_gil
 from ..errors import CollateError
-from .collate import _collate, _is_tensor
-from .tree import is_namedtuple
 
 __all__ = ["column_collate", "pad_collate", "pad_columns"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .tree import TreeDef, flatten
+from .._tree import TreeDef, flatten
 
 __all__ = ["BufferPool"]
 

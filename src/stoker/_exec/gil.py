@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._batching.collate import default_collate
+from .._collate import default_collate
 from .._dataset import Dataset, IterDataset
 from .._typing import is_marked, releases_gil
 

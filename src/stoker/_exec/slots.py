@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .._batching.tree import TreeDef, flatten
 from .._shm import Segment, SegmentHandle, attach
+from .._tree import TreeDef, flatten
 
 __all__ = ["Layout", "SlotRef", "SlotRing", "SlotWriter", "layout_of", "views"]
 

@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._context import Context
+from .._dataset import Cursor, StreamNode, parent_state, state_count
 from .._hosts import Shard
 from .._shm import is_sharing
-from .._transforms.stream import Cursor, StreamNode, parent_state, state_count
 from ..errors import ConfigError, StateError
 from .columns import Columns
 from .extras import MissingExtra, require

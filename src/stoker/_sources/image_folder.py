@@ -97,7 +97,7 @@ class ImageFolderDataset(DatasetNode[dict[str, Any]]):
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[dict[str, Any] | Skip]:
         data: list[Any] = self._files.read(indices)
         if self._decode:
-            from ..vision._decode import decode_image
+            from .._decode import decode_image
 
             data = [
                 decode_image(d, self._files.record_name(i))

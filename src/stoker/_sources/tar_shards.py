@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, Self
 
 from .._context import Context
+from .._dataset import Cursor, StreamNode, parent_state
 from .._hosts import Shard
 from .._rng import epoch_rng
-from .._transforms.stream import Cursor, StreamNode, parent_state
 from ..errors import ConfigError, StateError, StokerError
 from .shard_paths import list_shards, open_shard
 

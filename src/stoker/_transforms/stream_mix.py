@@ -21,13 +21,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from .._context import Context
-from .._dataset import IterDataset, StreamCursor
+from .._dataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state
 from .._sampling.mixture import PHI, low_discrepancy_start
 from .._sampling.schedule import Change, check_changes
 from .._stats import SourceShare
 from ..errors import ConfigError, NotSupportedError, StateError
 from .mix import _Mixing, shares
-from .stream import Cursor, StreamNode, parent_state
 
 __all__ = ["MixedStream"]
 

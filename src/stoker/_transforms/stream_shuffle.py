@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from .._context import Context
-from .._dataset import IterDataset, StreamCursor
+from .._dataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state, state_count
 from .._rng import epoch_rng
 from ..errors import ConfigError
-from .stream import Cursor, StreamNode, parent_state, state_count
 
 __all__ = ["ShuffledStream"]
 

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, Sharding, SingleDeviceSharding
 
-from .._batching.tree import is_dataclass_instance, is_namedtuple
+from .._tree import is_dataclass_instance, is_namedtuple
 from ..errors import ConfigError
 from ._presets import MeshPreset, partition
 

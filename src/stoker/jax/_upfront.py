@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 
 from jax.sharding import Sharding
 
-from .._batching.tree import is_dataclass_instance
+from .._tree import is_dataclass_instance
 from ._split import check_rows
 from ._tree import _as_sharding
 

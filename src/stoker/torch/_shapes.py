@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._batching.tree import is_dataclass_instance, is_namedtuple
+from .._tree import is_dataclass_instance, is_namedtuple
 from ._tensors import map_leaves, tensor_of
 
 __all__ = ["torch_collated", "torch_converted"]

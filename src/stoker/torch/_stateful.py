@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .._transforms.stream import Cursor
+from .._dataset import Cursor
 from ..errors import StateError
 
 __all__ = ["StatefulStreamCursor", "from_json", "is_stateful", "to_json"]

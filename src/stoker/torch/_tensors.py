@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._batching.tree import is_dataclass_instance, is_namedtuple
+from .._tree import is_dataclass_instance, is_namedtuple
 
 __all__ = ["as_tensors", "map_leaves", "pinned", "tensor_of", "tensors_in"]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._decode import DecodeError, decode_image
+from .._decode import DecodeError, decode_image
 from ._fused import ImageDataset, ImageTransform
 from ._ops import (
     CenterCrop,

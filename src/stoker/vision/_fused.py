@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from .._batching.collate import default_collate
+from .._collate import default_collate
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset, UnaryNode
+from .._decode import image_size
 from .._rng import reused_record_rng
 from ..errors import ConfigError
-from ._decode import image_size
 from ._geometry import as_size, check_range, random_resized_box
 from ._ops import ImageOp, crop_decoded
 from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, crop_resize, layout_into, resample

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._decode import decode_image, decode_scaled, image_size
 from .._typing import releases_gil
-from ._decode import decode_image, decode_scaled, image_size
 from ._geometry import as_size, center_box, check_range, random_resized_box, shorter_side
 from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, crop_resize, resample
 

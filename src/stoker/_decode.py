@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import StokerError
+from .errors import StokerError
 
 __all__ = ["DecodeError", "decode_image", "decode_scaled", "image_size"]
 

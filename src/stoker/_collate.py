@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .._typing import releases_gil
-from ..errors import CollateError
-from .tree import is_dataclass_instance, is_namedtuple
+from ._tree import is_dataclass_instance, is_namedtuple
+from ._typing import releases_gil
+from .errors import CollateError
 
 __all__ = ["default_collate"]
 
