@@ -58,12 +58,14 @@ from ._worker_info import WorkerInfo as WorkerInfo
 from ._worker_info import get_worker_info as get_worker_info
 from .errors import CollateError as CollateError
 from .errors import ConfigError as ConfigError
+from .errors import DecodeError as DecodeError
 from .errors import FilteredOut as FilteredOut
 from .errors import IteratorFailed as IteratorFailed
 from .errors import LoaderTimeout as LoaderTimeout
 from .errors import NotSupportedError as NotSupportedError
 from .errors import StateError as StateError
 from .errors import StokerError as StokerError
+from .errors import TarShardError as TarShardError
 from .errors import WorkerCrashed as WorkerCrashed
 from .errors import WorkerError as WorkerError
 
@@ -79,6 +81,7 @@ __all__ = [
     "ConfigError",
     "DataLoader",
     "Dataset",
+    "DecodeError",
     "FilteredOut",
     "ForeignSampler",
     "IterDataset",
@@ -95,6 +98,7 @@ __all__ = [
     "SourceShare",
     "StateError",
     "StokerError",
+    "TarShardError",
     "Verdict",
     "WeightedSampler",
     "WorkerCrashed",

@@ -24,16 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import StokerError
+from .errors import DecodeError
 
 __all__ = ["DecodeError", "decode_image", "decode_scaled", "image_size"]
-
-
-class DecodeError(StokerError, ValueError):
-    """An image that cannot be decoded: corrupt, truncated, or not an image.
-
-    The message names the file. In a loader, ``on_error="skip"`` skips such records.
-    """
 
 
 _simplejpeg: ModuleType | bool | None = False

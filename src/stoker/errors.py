@@ -11,7 +11,9 @@ Every error stoker raises on purpose derives from :class:`StokerError`::
     ├── IteratorFailed (also RuntimeError)  ``next()`` on an iterator that already raised
     ├── WorkerError                    an exception in a worker that could not be rebuilt as itself
     │   └── WorkerCrashed              a worker process died (signal, segfault, out of memory)
-    └── LoaderTimeout (also TimeoutError)  no batch arrived within ``timeout`` seconds
+    ├── LoaderTimeout (also TimeoutError)  no batch arrived within ``timeout`` seconds
+    ├── TarShardError (also ValueError)  a tar shard with an unsafe member, truncated or corrupt
+    └── DecodeError (also ValueError)  an image that cannot be decoded (``stoker.vision``)
 
 Errors raised by user code (a ``map`` function, a dataset's ``__getitem__``) reach the
 caller as their own type, with the sample index and batch index attached as notes.
@@ -22,12 +24,14 @@ from __future__ import annotations
 __all__ = [
     "CollateError",
     "ConfigError",
+    "DecodeError",
     "FilteredOut",
     "IteratorFailed",
     "LoaderTimeout",
     "NotSupportedError",
     "StateError",
     "StokerError",
+    "TarShardError",
     "WorkerCrashed",
     "WorkerError",
 ]
@@ -97,8 +101,27 @@ class WorkerError(StokerError):
 
 
 class WorkerCrashed(WorkerError):
-    """A worker process ended without reporting an error (killed by a signal, crashed)."""
+    """A worker process ended without reporting an error (killed by a signal, crashed).
+
+    Attributes:
+        pid: the worker's process id, where it is known.
+        signal: the signal that ended it (9 for SIGKILL), or None when it exited.
+    """
+
+    pid: int | None = None
+    signal: int | None = None
 
 
 class LoaderTimeout(StokerError, TimeoutError):
     """No batch arrived within the loader's ``timeout``."""
+
+
+class TarShardError(StokerError, ValueError):
+    """A tar shard that cannot be read safely: an unsafe member, a truncated or corrupt file."""
+
+
+class DecodeError(StokerError, ValueError):
+    """An image that cannot be decoded: corrupt, truncated, or not an image.
+
+    The message names the file. In a loader, ``on_error="skip"`` skips such records.
+    """

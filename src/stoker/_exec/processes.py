@@ -325,8 +325,8 @@ class ProcessExecutor(QueuedExecutor):
                 + self._restart_advice(starting),
                 batch_index=held[0].seq if held is not None and held[0].kind == "build" else None,
             )
-            crash.pid = worker.pid  # type: ignore[attr-defined]
-            crash.signal = -code if code is not None and code < 0 else None  # type: ignore[attr-defined]
+            crash.pid = worker.pid
+            crash.signal = -code if code is not None and code < 0 else None
         if held is not None:
             held[1].set_exception(crash)
         self._break(crash)

@@ -25,7 +25,7 @@ from .._context import Context
 from .._dataset import Cursor, StreamNode, parent_state
 from .._hosts import Shard
 from .._rng import epoch_rng
-from ..errors import ConfigError, StateError, StokerError
+from ..errors import ConfigError, StateError, TarShardError
 from .shard_paths import list_shards, open_shard
 
 __all__ = ["TarShardError", "TarShards", "from_tar_shards", "read_samples"]
@@ -35,10 +35,6 @@ Sample = dict[str, Any]
 
 _SALT = 0x5441_5253  # keeps shard orders apart from other per-epoch draws
 _NOWHERE = os.path.join(os.sep, "stoker-tar-member-check")  # never created: a name check only
-
-
-class TarShardError(StokerError, ValueError):
-    """A tar shard that cannot be read safely: an unsafe member, a truncated or corrupt file."""
 
 
 _USTAR = b"ustar\x00"  # POSIX magic: the prefix field extends the name
