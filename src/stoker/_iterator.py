@@ -27,7 +27,7 @@ from typing_extensions import TypeVar
 from ._batching.builder import BatchBuilder
 from ._config import DEFAULT_DEPTH
 from ._epoch.plan import EpochPlan
-from ._exec.handover import Autotune
+from ._exec.autotune import Autotune
 from ._exec.jobs import Tally
 from ._pass import PassSpec, Reopens
 from ._prefetch import Prefetcher, is_batch_error

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import ray_local
 from gates import held_back
 
 import stoker as sk
@@ -50,29 +50,12 @@ EXECUTORS = [
     Entry("ray", 2),
 ]
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
-
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    """A local Ray instance for this module's Ray entries, started on first use.
-
-    Its workers inherit PYTHONPATH naming this directory, so that they import the
-    functions defined in this module as they would a user's.
-    """
-    ray = pytest.importorskip("ray")
-    saved = os.environ.get("PYTHONPATH")
-    here = os.path.dirname(os.path.abspath(__file__))
-    os.environ["PYTHONPATH"] = os.pathsep.join([os.path.abspath(SRC), here, saved or ""])
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    finally:
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
-    yield
-    ray.shutdown()
+    """A local Ray instance for this module's Ray entries, started on first use."""
+    pytest.importorskip("ray")
+    yield from ray_local.local_ray()
 
 
 @pytest.fixture(params=EXECUTORS, ids=str)

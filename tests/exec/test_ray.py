@@ -22,35 +22,19 @@ from stoker.testing import assert_resumes_exactly, assert_same_in_every_mode
 
 ray = pytest.importorskip("ray")
 
+from ray_local import SRC, local_ray  # noqa: E402
+
 from stoker._context import Context  # noqa: E402
 from stoker._exec.jobs import Job, WorkerSpec  # noqa: E402
 from stoker._exec.ray import RayExecutor  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
-
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    """One local Ray instance for the module, started and shut down here.
-
-    Its workers inherit this process's environment: PYTHONPATH names this directory,
-    so that they import the functions defined in this module, as they would a user's.
-    """
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [os.path.abspath(SRC), os.path.dirname(os.path.abspath(__file__)), saved or ""]
-    )
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    finally:
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
-    yield
-    ray.shutdown()
+def local_ray_for_module():
+    """One local Ray instance for the module (see ``ray_local.py``)."""
+    yield from local_ray()
 
 
 def _record(i, rng):
