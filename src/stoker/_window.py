@@ -249,7 +249,9 @@ class JobWindow:
                 if self._plans_ahead and len(self._inflight) < self.depth:
                     self._top_up()
                 if item is not None:
-                    return item if not self._out else (item[0], self.state(), item[2])
+                    if self._out or self._low != job.seq + 1:  # not simply the next in order
+                        return item[0], self.state(), item[2]  # (it may close a gap)
+                    return item
         except KeyboardInterrupt:
             if not self._waiting:
                 self.intact = False
