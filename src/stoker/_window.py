@@ -26,7 +26,7 @@ from ._config import DEFAULT_DEPTH, LoaderConfig
 from ._deadline import remaining, timeout_error
 from ._epoch.plan import EpochPlan, ReadAhead
 from ._exec.executor import Executor, cancel_future
-from ._exec.inline import DeferredFuture
+from ._exec.inline import DeferredFuture, InlineExecutor
 from ._exec.jobs import Done, Job, Tally
 from ._prefetch import Item, Prefetcher
 from ._state import with_ahead
@@ -102,6 +102,9 @@ class JobWindow:
         # built when asked for are planned when asked for, so that a change made
         # between two batches (a mixture's weights) reaches the very next one.
         self._plans_ahead = executor.mode != "inline"
+        # An inline executor's jobs are built right here, one at a time, with no
+        # future in between (the tiny-record case, where that layer was the cost).
+        self._here = executor if isinstance(executor, InlineExecutor) else None
         self.depth = max(1, depth)
         self.ordered = ordered
         self._timeout = timeout
@@ -208,6 +211,8 @@ class JobWindow:
 
     def get(self) -> Item:
         """The next item; ``StopIteration`` after the last one."""
+        if self._here is not None and not self._inflight:
+            return self._build_here(self._here)
         start = time.perf_counter()
         deadline = None if self._timeout is None else start + self._timeout
         if self._plans_ahead:  # jobs built when asked for never wait for the consumer
@@ -258,6 +263,42 @@ class JobWindow:
             raise
         finally:
             self._waiting = False
+            self._returned_at = time.perf_counter()
+            self.wait_seconds += self._returned_at - start
+
+    def _build_here(self, executor: InlineExecutor) -> Item:
+        """The next item, its job planned and built on this thread (inline executors)."""
+        start = time.perf_counter()
+        try:
+            while True:
+                if self._closed or self._planned_all:
+                    raise StopIteration
+                if executor.closed:
+                    raise IteratorFailed(
+                        "the loader's workers were closed while this iterator was reading"
+                    )
+                job = self._next_job()
+                if job is None:
+                    self._planned_all = True
+                    raise StopIteration
+                if self._low is None:
+                    self._low = job.seq
+                if job.seq in self._skip:
+                    self._skip.discard(job.seq)
+                    self._handed_out(job)
+                    continue
+                try:
+                    item = self._finish(job, executor.runtime.run(job))
+                finally:
+                    self._handed_out(job)  # an error loses that batch; the next one follows
+                if item is not None:
+                    if self._out or self._low != job.seq + 1:  # not simply the next in order
+                        return item[0], self.state(), item[2]  # (it may close a gap)
+                    return item
+        except KeyboardInterrupt:
+            self.intact = False
+            raise
+        finally:
             self._returned_at = time.perf_counter()
             self.wait_seconds += self._returned_at - start
 
