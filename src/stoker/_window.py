@@ -267,8 +267,9 @@ class JobWindow:
             self.wait_seconds += self._returned_at - start
 
     def _build_here(self, executor: InlineExecutor) -> Item:
-        """The next item, its job planned and built on this thread (inline executors)."""
-        start = time.perf_counter()
+        """The next item, its job planned and built on this thread (inline executors).
+
+        Untimed: the caller's own clock (the prefetcher's) counts this as its wait."""
         try:
             while True:
                 if self._closed or self._planned_all:
@@ -298,9 +299,6 @@ class JobWindow:
         except KeyboardInterrupt:
             self.intact = False
             raise
-        finally:
-            self._returned_at = time.perf_counter()
-            self.wait_seconds += self._returned_at - start
 
     def _count_idle(self, now: float) -> None:
         """Add the time since the last batch was handed out during which every job in
