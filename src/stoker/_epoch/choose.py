@@ -54,17 +54,21 @@ def epoch_plan(
         ('MapPlan', True, [0, 1])
         >>> builder.close()
     """
+    # What every plan starts from: the seed, the header, the epoch, its state, the hosts.
+    where: dict[str, Any] = {
+        "seed": cfg.seed,
+        "header": header,
+        "epoch": epoch,
+        "state": state,
+        "hosts": hosts,
+    }
     if isinstance(ds, IterDataset) and mode != "inline":  # each worker reads its own part
         return StreamParts(
             num_parts=cfg.num_workers,
             batch_size=cfg.batch_size,
             last_batch=cfg.last_batch,
-            seed=cfg.seed,
-            header=header,
-            epoch=epoch,
-            state=state,
-            hosts=hosts,
             dataset=ds,
+            **where,
         ), None
     builder = None
     if isinstance(ds, Dataset) or cfg.batch_size is not None:
@@ -82,11 +86,7 @@ def epoch_plan(
             builder=builder,
             batch_size=cfg.batch_size,
             last_batch=cfg.last_batch,
-            seed=cfg.seed,
-            header=header,
-            hosts=hosts,
-            epoch=epoch,
-            state=state,
+            **where,
         ), builder
     if builder is None:
         raise RuntimeError("a map-style loader without a builder")
@@ -95,11 +95,7 @@ def epoch_plan(
             builder=builder,
             batch_sampler=cfg.batch_sampler,
             dataset_len=len(ds),
-            seed=cfg.seed,
-            header=header,
-            hosts=hosts,
-            epoch=epoch,
-            state=state,
+            **where,
         ), builder
     if sampler is None:
         raise RuntimeError("a map-style loader without a sampler")
@@ -108,10 +104,6 @@ def epoch_plan(
         sampler=sampler,
         batch_size=cfg.batch_size,
         last_batch=cfg.last_batch,
-        seed=cfg.seed,
         skips=ds.may_skip or cfg.on_error == "skip",
-        header=header,
-        hosts=hosts,
-        epoch=epoch,
-        state=state,
+        **where,
     ), builder
