@@ -13,9 +13,9 @@ installed, else Pillow: see :mod:`stoker.vision._pixels`), straight to CHW, and 
 result is mirrored and normalised into its slot of the batch (NumPy).
 
 Where an image's time goes on the 2-core development VM (256x256 JPEG -> 224x224
-float32 CHW, one core, medians): decode 0.29 ms (simplejpeg; Pillow 0.36-0.45 ms),
-resample 0.2 ms (torch; Pillow 0.5 ms), normalise 0.06 ms (0.1 ms mirrored), header,
-box, generator and the rest 0.05 ms.
+float32 CHW, one core, best of 5 passes over 300 images): decode 0.29 ms
+(simplejpeg; Pillow 0.32-0.45 ms), resample 0.2 ms (torch; Pillow 0.5 ms),
+normalise 0.06 ms (0.1 ms mirrored), header, box, generator and the rest 0.05 ms.
 """
 
 from __future__ import annotations
