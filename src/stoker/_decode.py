@@ -5,9 +5,8 @@ wheel): on 256x256 photos it decodes in about 0.75 ms against Pillow's 1.1 ms pl
 0.3 ms to hand the pixels to NumPy, and it gives bit-identical pixels (both use
 libjpeg-turbo's accurate integer DCT and fancy upsampling). Everything else, and
 JPEGs that simplejpeg refuses (CMYK, lossless, arithmetic coding), goes through
-Pillow. Pillow releases the GIL while it decodes; simplejpeg 1.9 was measured not
-to (two threads decode no faster than one), which on 2 cores still leaves it ahead
-of Pillow on both cores, but not on more.
+Pillow. Both release the GIL while they decode (simplejpeg runs libjpeg-turbo's
+``tjDecompress2`` in a ``nogil`` block), so thread workers decode in parallel.
 
 A JPEG can be decoded at 1/2, 1/4 or 1/8 of its size in the DCT domain, at a
 fraction of the cost: :func:`decode_scaled` does so whenever the caller says that a

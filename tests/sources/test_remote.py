@@ -77,6 +77,47 @@ def test_http_same_batches_in_every_worker_mode_and_resume(server, mode):
         assert_resumes_exactly(base, epochs=2, max_stops=5)
 
 
+class _Counting(_Quiet):
+    """Sleeps 50 ms per reply and records the most requests it was serving at once."""
+
+    lock = threading.Lock()
+    active = 0
+    peak = 0
+
+    def do_GET(self):
+        cls = type(self)
+        with cls.lock:
+            cls.active += 1
+            cls.peak = max(cls.peak, cls.active)
+        try:
+            threading.Event().wait(0.05)
+            super().do_GET()
+        finally:
+            with cls.lock:
+                cls.active -= 1
+
+
+def test_http_concurrency_bounds_the_reads_of_all_batches_together(tmp_path):
+    handler = functools.partial(_Counting, directory=str(tmp_path))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, name="test-http", daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        for i in range(16):
+            (tmp_path / f"{i:02d}.bin").write_bytes(bytes([i]))
+        ds = sk.from_files([f"{url}/{i:02d}.bin" for i in range(16)], concurrency=3)
+        # Two thread workers read two batches of 8 at once: 3 requests in flight in all.
+        loader = sk.DataLoader(ds, batch_size=8, num_workers=2, worker_mode="thread")
+        batches = [b["bytes"] for b in loader]
+        assert batches == [[bytes([i]) for i in range(k, k + 8)] for k in (0, 8)]
+        assert _Counting.peak == 3
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
 def test_http_image_folder_from_html_index(server):
     url, root = server
     for cls, n in (("cat", 2), ("dog", 3)):

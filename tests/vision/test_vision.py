@@ -74,18 +74,54 @@ def test_random_ops_need_a_seeded_map():
         ds[0]
 
 
-def test_random_resized_crop_is_the_pillow_crop_of_the_drawn_box():
+def _torch_resized(crop, size):
+    torch = pytest.importorskip("torch")
+    image = torch.from_numpy(np.ascontiguousarray(crop)).permute(2, 0, 1)[None]
+    out = torch.nn.functional.interpolate(image, size=size, mode="bilinear", antialias=True)
+    return out[0].permute(1, 2, 0).numpy()
+
+
+def test_random_resized_crop_is_the_resized_crop_of_the_drawn_box():
     pixels = _pixels(2)
-    op = sk.vision.random_resized_crop(16)
-    got = op(pixels, record_rng(0, 0, 3))
     box = random_resized_box(record_rng(0, 0, 3), 64, 48, (0.08, 1.0), (3 / 4, 4 / 3))
-    expected = Image.fromarray(pixels).resize((16, 16), Image.Resampling.BILINEAR, box=box)
-    np.testing.assert_array_equal(got, np.asarray(expected))
+    left, top, right, bottom = box
+    # Pillow: torchvision's resized_crop on a PIL image, crop then resize.
+    op = sk.vision.random_resized_crop(16, backend="pillow")
+    got = op(pixels, record_rng(0, 0, 3))
+    pil = np.asarray(Image.fromarray(pixels).crop(box).resize((16, 16), Image.Resampling.BILINEAR))
+    np.testing.assert_array_equal(got, pil)
+    # torch: its antialiased uint8 kernel on the same crop, within one level of Pillow.
+    op = sk.vision.random_resized_crop(16, backend="torch")
+    got = op(pixels, record_rng(0, 0, 3))
+    np.testing.assert_array_equal(got, _torch_resized(pixels[top:bottom, left:right], (16, 16)))
+    assert got.flags.c_contiguous
+    assert np.abs(got.astype(int) - pil).max() <= 1
     # From bytes, the same crop when the output is too large for DCT scaling.
     data = _encode(pixels)
     decoded = sk.vision.decode(data)
-    op = sk.vision.random_resized_crop(40)
-    np.testing.assert_array_equal(op(data, record_rng(0, 0, 3)), op(decoded, record_rng(0, 0, 3)))
+    for backend in ("pillow", "torch", "auto"):
+        op = sk.vision.random_resized_crop(40, backend=backend)
+        np.testing.assert_array_equal(
+            op(data, record_rng(0, 0, 3)), op(decoded, record_rng(0, 0, 3))
+        )
+
+
+def test_backend_choice_and_errors():
+    pytest.importorskip("torch")
+    assert sk.vision.random_resized_crop(8).backend == "torch"
+    assert sk.vision.resize(8, "lanczos").backend == "pillow"
+    assert sk.vision.train_transform(8, backend="pillow").backend == "pillow"
+    op = pickle.loads(pickle.dumps(sk.vision.train_transform(8, backend="pillow")))
+    assert op.backend == "pillow"
+    with pytest.raises(sk.ConfigError, match="backend must be one of"):
+        sk.vision.random_resized_crop(8, backend="cv2")
+    with pytest.raises(sk.ConfigError, match="backend='pillow'"):
+        sk.vision.resize(8, "lanczos", backend="torch")
+    # Both kernels keep a crop of the output size as it is.
+    pixels = _pixels(7)
+    for backend in ("pillow", "torch"):
+        same = sk.vision.resize((48, 64), backend=backend)(pixels)
+        np.testing.assert_array_equal(same, pixels)
 
 
 def test_dct_scaling_when_the_crop_is_much_larger_than_the_output():
@@ -122,20 +158,28 @@ def test_other_ops():
         sk.vision.resize(8)(norm.transpose(1, 2, 0))
 
 
-def test_train_transform_is_decode_crop_flip_normalize():
+@pytest.mark.parametrize("backend", ["pillow", "torch"])
+def test_train_transform_is_decode_crop_flip_normalize(backend):
     data = _encode(_pixels(5))
-    t = sk.vision.train_transform(24)
-    rng = record_rng(1, 0, 7)
-    got = t(data, rng)
-    rng = record_rng(1, 0, 7)
-    box = random_resized_box(rng, 64, 48, (0.08, 1.0), (3 / 4, 4 / 3))
-    flip = rng.random() < 0.5
-    image = Image.open(io.BytesIO(data)).convert("RGB")
-    crop = np.asarray(image.resize((24, 24), Image.Resampling.BILINEAR, box=box))
-    if flip:
-        crop = crop[:, ::-1]
-    expected = ((crop.astype(np.float32) - MEAN) * INV).transpose(2, 0, 1)
-    np.testing.assert_array_equal(got, expected)
+    t = sk.vision.train_transform(24, backend=backend)
+    for index in range(8):  # both flips
+        rng = record_rng(1, 0, index)
+        got = t(data, rng)
+        rng = record_rng(1, 0, index)
+        box = random_resized_box(rng, 64, 48, (0.08, 1.0), (3 / 4, 4 / 3))
+        flip = rng.random() < 0.5
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        if backend == "pillow":
+            crop = np.asarray(image.crop(box).resize((24, 24), Image.Resampling.BILINEAR))
+        else:
+            left, top, right, bottom = box
+            crop = _torch_resized(np.asarray(image)[top:bottom, left:right], (24, 24))
+        if flip:
+            crop = crop[:, ::-1]
+        expected = ((crop.astype(np.float32) - MEAN) * INV).transpose(2, 0, 1)
+        np.testing.assert_array_equal(got, expected)
+        hwc = sk.vision.train_transform(24, backend=backend, layout="HWC", dtype="uint8")
+        np.testing.assert_array_equal(hwc(data, record_rng(1, 0, index)), crop)
 
 
 def test_uint8_hwc_and_eval():

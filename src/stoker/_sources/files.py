@@ -142,7 +142,8 @@ def from_files(
             link; ``"skip"`` leaves it out (see :attr:`FilesDataset.skipped`).
             Links inside ``root`` are followed.
         storage_options: passed to the fsspec file system of URLs.
-        concurrency: most requests in flight per batch on an asynchronous file system.
+        concurrency: most requests in flight at once in each process on an asynchronous
+            file system, shared by every batch its workers read.
 
     Returns:
         A :class:`FilesDataset`.

@@ -144,7 +144,8 @@ def from_image_folder(
         on_unsafe: ``"error"`` or ``"skip"`` for symbolic links that leave ``root``,
             loop or point to nothing (see :func:`stoker.from_files`).
         storage_options: passed to the fsspec file system of a URL.
-        concurrency: most requests in flight per batch on an asynchronous file system.
+        concurrency: most requests in flight at once in each process on an asynchronous
+            file system, shared by every batch its workers read.
 
     Returns:
         An :class:`ImageFolderDataset` with ``classes`` and ``class_to_index``.

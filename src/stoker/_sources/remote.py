@@ -12,9 +12,13 @@ Listing goes through the file system: a glob through ``fs.glob``, a folder throu
 local listing do not arise.
 
 Reads of one batch are issued together: on an asynchronous file system (HTTP, S3,
-GCS, Azure) every file of the batch is requested at once, up to ``concurrency``
-requests in flight, on fsspec's own event-loop thread; on a synchronous one they are
-read one after another. Latency, not the number of workers, then bounds throughput.
+GCS, Azure) every file of the batch is requested at once on fsspec's own event-loop
+thread (one kept-alive connection pool per process), on a synchronous one they are
+read one after another. ``concurrency`` bounds the requests in flight in a process,
+across every batch its workers are reading: with two workers the next batch's reads
+take each slot the moment the last batch frees it, so ``concurrency`` requests stay
+in flight without a gap between batches, and latency, not the number of workers,
+bounds throughput.
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ class Remote:
     Resources:
         The file system object (and, for HTTP, its connection pool on fsspec's
         event-loop thread, which fsspec owns) is opened on first use in each process
-        and left out of a pickle.
+        and left out of a pickle, as is the semaphore that bounds the reads in
+        flight (one per process and event loop, shared by every batch).
     """
 
     def __init__(
@@ -72,6 +77,7 @@ class Remote:
         self.storage_options = dict(storage_options)
         self.concurrency = concurrency
         self._fs: Any = None
+        self._slots: tuple[Any, asyncio.Semaphore] | None = None
 
     @property
     def fs(self) -> Any:
@@ -89,7 +95,13 @@ class Remote:
         return self._fs
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_fs": None}
+        return {**self.__dict__, "_fs": None, "_slots": None}
+
+    def _limit(self, loop: Any) -> asyncio.Semaphore:
+        """The semaphore of ``loop`` (called on that loop's thread only, so no race)."""
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self.concurrency))
+        return self._slots[1]
 
     def url(self, path: str) -> str:
         """``path`` as a full URL with its protocol."""
@@ -182,15 +194,14 @@ class Remote:
         if getattr(fs, "async_impl", False) and len(urls) > 1:
             sync = require("fsspec.asyn", "remote").sync
 
-            limit = asyncio.Semaphore(self.concurrency)
-
-            async def one(url: str) -> bytes:
+            async def one(limit: asyncio.Semaphore, url: str) -> bytes:
                 async with limit:
                     data: bytes = await fs._cat_file(url)
                     return data
 
             async def gather() -> list[Any]:
-                return await asyncio.gather(*(one(u) for u in urls), return_exceptions=True)
+                limit = self._limit(fs.loop)
+                return await asyncio.gather(*(one(limit, u) for u in urls), return_exceptions=True)
 
             results = sync(fs.loop, gather)
         else:

@@ -8,8 +8,14 @@ loader's planned batch buffer (no per-record array, no stacking copy).
 
 Per image: the size is read from the header, the crop box is drawn, a JPEG is
 decoded at the smallest DCT scale that still covers the box at the output size, the
-box is resampled to the output size (Pillow), and the result is mirrored and
-normalised into its slot of the batch (NumPy).
+box is cut out and resampled to the output size (torch's uint8 kernel when torch is
+installed, else Pillow: see :mod:`stoker.vision._pixels`), straight to CHW, and the
+result is mirrored and normalised into its slot of the batch (NumPy).
+
+Where an image's time goes on the 2-core development VM (256x256 JPEG -> 224x224
+float32 CHW, one core, best of 5 passes over 300 images): decode 0.29 ms
+(simplejpeg; Pillow 0.32-0.45 ms), resample 0.2 ms (torch; Pillow 0.5 ms),
+normalise 0.06 ms (0.1 ms mirrored), header, box, generator and the rest 0.05 ms.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ from .._decode import image_size
 from .._rng import reused_record_rng
 from ..errors import ConfigError
 from ._geometry import as_size, check_range, random_resized_box
-from ._ops import ImageOp, crop_decoded
-from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, crop_resize, layout_into, resample
+from ._ops import ImageOp, decode_for_box
+from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, Resampler, layout_into
 
 __all__ = ["ImageDataset", "ImageTransform"]
 
@@ -54,6 +60,7 @@ class ImageTransform(ImageOp):
         dtype: str = "float32",
         interpolation: str = "bilinear",
         key: str | None = None,
+        backend: str = "auto",
     ) -> None:
         super().__init__(key)
         self.size = as_size(size, "transform")
@@ -81,7 +88,8 @@ class ImageTransform(ImageOp):
             else None
         )
         self.interpolation = interpolation
-        self._filter = resample(interpolation)
+        self._resampler = Resampler(interpolation, backend)
+        self.backend = self._resampler.backend
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -108,16 +116,19 @@ class ImageTransform(ImageOp):
             data = bytes(value)
             width, height = image_size(data, name)
             box = self._box(rng, width, height)
-            pixels = crop_decoded(data, name, (width, height), box, self.size, self._filter)
+            pixels, box = decode_for_box(data, name, (width, height), box, self.size)
         else:
             pixels = np.asarray(value)
             box = self._box(rng, pixels.shape[1], pixels.shape[0])
-            pixels = crop_resize(pixels, tuple(box), self.size, self._filter)
         flip = self.flip > 0 and rng is not None and rng.random() < self.flip
-        if self._norm is not None:
-            self._norm.into(pixels, out, flip)
+        if self.layout == "CHW":
+            image, source = self._resampler.chw(pixels, box, self.size), "CHW"
         else:
-            layout_into(pixels, out, self.layout, flip)
+            image, source = self._resampler.hwc(pixels, box, self.size), "HWC"
+        if self._norm is not None:
+            self._norm.into(image, out, flip, source)
+        else:
+            layout_into(image, out, self.layout, flip, source)
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
         out = np.empty(self.shape, dtype=self.dtype)

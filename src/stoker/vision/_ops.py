@@ -21,7 +21,7 @@ import numpy as np
 from .._decode import decode_image, decode_scaled, image_size
 from .._typing import releases_gil
 from ._geometry import as_size, center_box, check_range, random_resized_box, shorter_side
-from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, crop_resize, resample
+from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, Resampler
 
 __all__ = [
     "CenterCrop",
@@ -113,6 +113,8 @@ class RandomResizedCrop(ImageOp):
 
     Given bytes, it reads the size from the header, draws the box, and decodes a
     JPEG at the smallest DCT scale that still covers the box at the output size.
+    The box is cut out and resampled by ``backend``'s kernel (see
+    :class:`~stoker.vision._pixels.Resampler`).
     """
 
     random = True
@@ -124,54 +126,71 @@ class RandomResizedCrop(ImageOp):
         ratio: Sequence[float] = (3 / 4, 4 / 3),
         interpolation: str = "bilinear",
         key: str | None = None,
+        backend: str = "auto",
     ) -> None:
         super().__init__(key)
         self.size = as_size(size, "random_resized_crop")
         self.scale = check_range(scale, "scale")
         self.ratio = check_range(ratio, "ratio", positive=True)
         self.interpolation = interpolation
-        self._filter = resample(interpolation)
+        self._resampler = Resampler(interpolation, backend)
+        self.backend = self._resampler.backend
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
         rng = _needs(rng, self)
         if isinstance(value, bytes | bytearray | memoryview):
             data = bytes(value)
             width, height = image_size(data, name)
-            box = random_resized_box(rng, width, height, self.scale, self.ratio)
-            return crop_decoded(data, name, (width, height), box, self.size, self._filter)
-        pixels = np.asarray(value)
-        box = random_resized_box(rng, pixels.shape[1], pixels.shape[0], self.scale, self.ratio)
-        return crop_resize(pixels, box, self.size, self._filter)
+            drawn = random_resized_box(rng, width, height, self.scale, self.ratio)
+            pixels, box = decode_for_box(data, name, (width, height), drawn, self.size)
+        else:
+            pixels = np.asarray(value)
+            box = random_resized_box(rng, pixels.shape[1], pixels.shape[0], self.scale, self.ratio)
+        return self._resampler.hwc(pixels, box, self.size)
 
 
-def crop_decoded(
+def decode_for_box(
     data: bytes,
     name: str | None,
     full: tuple[int, int],
     box: Sequence[float],
     size: tuple[int, int],
-    filt: Any,
-) -> np.ndarray:
-    """Decode ``data`` (of size ``full``) as small as still covers ``box`` at ``size``,
-    then resample the box to ``size``."""
+) -> tuple[np.ndarray, Sequence[float]]:
+    """Decode ``data`` (of size ``full``) as small as still covers ``box`` at ``size``.
+
+    Returns the pixels and ``box`` in their coordinates: scaled with the image when
+    the JPEG was decoded at a DCT scale (an integer box stays integer, rounded
+    outwards so that it still covers the same region).
+    """
     width, height = full
     factor = max(size[0] / max(1e-9, box[2] - box[0]), size[1] / max(1e-9, box[3] - box[1]))
     min_size = None
     if factor <= 0.5:
         min_size = (max(1, int(np.ceil(width * factor))), max(1, int(np.ceil(height * factor))))
     pixels = decode_scaled(data, name, min_size)
-    if pixels.shape[1] != width or pixels.shape[0] != height:
-        sx, sy = pixels.shape[1] / width, pixels.shape[0] / height
-        box = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
-    return crop_resize(pixels, tuple(box), size, filt)
+    if pixels.shape[1] == width and pixels.shape[0] == height:
+        return pixels, box
+    sx, sy = pixels.shape[1] / width, pixels.shape[0] / height
+    scaled = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+    if all(float(v).is_integer() for v in box):
+        w, h = pixels.shape[1], pixels.shape[0]
+        left, top = int(np.floor(scaled[0])), int(np.floor(scaled[1]))
+        right = min(w, max(left + 1, int(np.ceil(scaled[2]))))
+        bottom = min(h, max(top + 1, int(np.ceil(scaled[3]))))
+        return pixels, (left, top, right, bottom)
+    return pixels, scaled
 
 
 class CenterCrop(ImageOp):
     """The central ``size`` box; an image smaller than it is resized up to fill it."""
 
-    def __init__(self, size: int | Sequence[int], key: str | None = None) -> None:
+    def __init__(
+        self, size: int | Sequence[int], key: str | None = None, backend: str = "auto"
+    ) -> None:
         super().__init__(key)
         self.size = as_size(size, "center_crop")
+        self._resampler = Resampler("bilinear", backend)
+        self.backend = self._resampler.backend
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
         pixels = _pixels(value, name)
@@ -179,14 +198,18 @@ class CenterCrop(ImageOp):
         box = center_box(width, height, *self.size)
         if box[2] - box[0] == self.size[0] and box[3] - box[1] == self.size[1]:
             return np.ascontiguousarray(pixels[box[1] : box[3], box[0] : box[2]])
-        return crop_resize(pixels, box, self.size, resample("bilinear"))
+        return self._resampler.hwc(pixels, box, self.size)
 
 
 class Resize(ImageOp):
     """Resize: an int makes the shorter side that long (aspect kept); (h, w) is exact."""
 
     def __init__(
-        self, size: int | Sequence[int], interpolation: str = "bilinear", key: str | None = None
+        self,
+        size: int | Sequence[int],
+        interpolation: str = "bilinear",
+        key: str | None = None,
+        backend: str = "auto",
     ) -> None:
         super().__init__(key)
         self.size = size
@@ -194,13 +217,14 @@ class Resize(ImageOp):
         if self._exact is None:
             as_size(size, "resize")
         self.interpolation = interpolation
-        self._filter = resample(interpolation)
+        self._resampler = Resampler(interpolation, backend)
+        self.backend = self._resampler.backend
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
         pixels = _pixels(value, name)
         height, width = pixels.shape[:2]
         target = self._exact or shorter_side(width, height, int(self.size))  # type: ignore[arg-type]
-        return crop_resize(pixels, (0, 0, width, height), target, self._filter)
+        return self._resampler.hwc(pixels, (0, 0, width, height), target)
 
 
 class RandomHFlip(ImageOp):

@@ -1,11 +1,27 @@
-"""Pixel work on uint8 RGB arrays: crop-and-resize through Pillow, normalise with NumPy.
+"""Pixel work on uint8 RGB arrays: crop-and-resize (torch's kernel or Pillow's), normalise.
 
-Both release the GIL: Pillow's resampling runs in C outside it, and NumPy ufuncs on
-arrays of this size do too.
+A crop box with integer corners is cut out and the cut-out resampled to the output
+size (torchvision's ``resized_crop``: ``crop`` then ``resize``). Two kernels do the
+resampling, chosen once, when an operation is built (:func:`resize_backend`), so
+every worker of a loader uses the same one:
+
+* ``"torch"``: ``torch.nn.functional.interpolate(..., antialias=True)`` on uint8,
+  PyTorch's vectorised port of Pillow's resampling (bilinear and bicubic). On the
+  2-core development VM it resizes a 256x256 crop to 224x224 in about 0.2 ms against
+  Pillow's 0.5 ms; its pixels are within one level of Pillow's (about 1 % of them
+  differ, by one).
+* ``"pillow"``: ``Image.crop(box).resize(size, filter)``, every filter.
+
+``"auto"`` (the default) takes torch's when torch is installed and the interpolation
+is bilinear or bicubic. A box with fractional corners (the eval transform's single
+resample) is always Pillow's ``resize(size, box=box)``.
+
+Both release the GIL while they resample, and NumPy releases it in the normalisation.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,17 +31,23 @@ from ..errors import ConfigError
 from ._geometry import Box
 
 __all__ = [
+    "BACKENDS",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "INTERPOLATIONS",
     "Normalizer",
-    "crop_resize",
+    "Resampler",
+    "layout_into",
+    "oriented",
     "resample",
+    "resize_backend",
 ]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming")
+BACKENDS = ("auto", "torch", "pillow")
+_TORCH_MODES = ("bilinear", "bicubic")
 
 
 def resample(interpolation: str) -> Any:
@@ -41,6 +63,36 @@ def resample(interpolation: str) -> Any:
     return getattr(Image.Resampling, interpolation.upper())
 
 
+def resize_backend(backend: str, interpolation: str) -> str:
+    """The resampling kernel ``backend`` (one of :data:`BACKENDS`) names: "torch" or "pillow".
+
+    ``"auto"`` is ``"torch"`` when torch is installed (looked up, not imported) and
+    ``interpolation`` is bilinear or bicubic, else ``"pillow"``.
+
+    Example:
+        >>> resize_backend("pillow", "bilinear"), resize_backend("auto", "lanczos")
+        ('pillow', 'pillow')
+
+    Errors:
+        ConfigError: an unknown backend, or ``"torch"`` for an interpolation torch
+            does not antialias (or without torch installed).
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    installed = importlib.util.find_spec("torch") is not None
+    if backend == "auto":
+        return "torch" if installed and interpolation in _TORCH_MODES else "pillow"
+    if backend == "torch":
+        if interpolation not in _TORCH_MODES:
+            raise ConfigError(
+                f"backend='torch' resamples {' and '.join(_TORCH_MODES)} only, not "
+                f"{interpolation!r}: use backend='pillow' (or 'auto')"
+            )
+        if not installed:
+            raise ConfigError("backend='torch' needs PyTorch: pip install torch, or use 'pillow'")
+    return backend
+
+
 def _pil(pixels: np.ndarray) -> Any:
     from PIL import Image
 
@@ -52,22 +104,104 @@ def _pil(pixels: np.ndarray) -> Any:
     return Image.fromarray(pixels)
 
 
-def crop_resize(
-    pixels: np.ndarray, box: Box | tuple[float, ...], size: tuple[int, int], filt: Any
-) -> np.ndarray:
-    """The ``box`` of ``pixels`` (uint8 HWC) resampled to ``size`` (width, height).
+def _integral(box: Sequence[float]) -> Box | None:
+    corners = tuple(int(v) for v in box)
+    if corners != tuple(box):
+        return None
+    return corners  # type: ignore[return-value]
+
+
+_torch_module: Any = None
+
+
+def _torch() -> Any:
+    global _torch_module
+    if _torch_module is None:
+        _torch_module = importlib.import_module("torch")
+    return _torch_module
+
+
+class Resampler:
+    """Cuts a box out of uint8 RGB pixels and resamples it to a size, with one kernel.
+
+    ``backend`` is resolved when the resampler is built (see :func:`resize_backend`);
+    the resolved name is kept, so a pickled copy in a worker uses the same kernel.
 
     Example:
-        >>> crop_resize(np.zeros((8, 8, 3), np.uint8), (0, 0, 4, 4), (2, 3), None).shape
+        >>> r = Resampler("bilinear", "pillow")
+        >>> r.hwc(np.zeros((8, 8, 3), np.uint8), (0, 0, 4, 4), (2, 3)).shape
         (3, 2, 3)
+        >>> r.chw(np.zeros((8, 8, 3), np.uint8), (0, 0, 4, 4), (2, 3)).shape
+        (3, 3, 2)
+
+    Errors:
+        ConfigError: see :func:`resize_backend`.
     """
-    image = _pil(pixels)
-    width, height = image.size
-    if tuple(box) == (0, 0, width, height) and size == (width, height):
+
+    def __init__(self, interpolation: str = "bilinear", backend: str = "auto") -> None:
+        self._filter = resample(interpolation)
+        self.interpolation = interpolation
+        self.backend = resize_backend(backend, interpolation)
+
+    def _torch_chw(self, pixels: np.ndarray, box: Box, size: tuple[int, int]) -> np.ndarray:
+        left, top, right, bottom = box
+        crop = pixels[top:bottom, left:right]
+        # A contiguous, writable (height, width, 3) crop is a channels-last tensor that
+        # torch's uint8 kernel reads in place; anything else would be copied by torch
+        # (in a parallel region that fights the loader's threads for the cores).
+        if not (crop.flags.c_contiguous and crop.flags.writeable):
+            crop = crop.copy()
+        torch = _torch()
+        image = torch.from_numpy(crop).permute(2, 0, 1)[None]
+        out = torch.nn.functional.interpolate(
+            image, size=(size[1], size[0]), mode=self.interpolation, antialias=True
+        )
+        chw: np.ndarray = out[0].numpy()
+        return chw
+
+    def _pillow(self, pixels: np.ndarray, box: Sequence[float], size: tuple[int, int]) -> Any:
+        image = _pil(pixels)
+        corners = _integral(box)
+        if corners is None:
+            return image.resize(size, self._filter, box=tuple(float(v) for v in box))
+        if corners != (0, 0, *image.size):
+            image = image.crop(corners)
+        return image.resize(size, self._filter)
+
+    def _check(self, pixels: np.ndarray) -> np.ndarray:
+        if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:
+            _pil(pixels)  # raises the TypeError that names the problem
         return pixels
-    if filt is None:
-        filt = resample("bilinear")
-    return np.asarray(image.resize(size, filt, box=tuple(float(v) for v in box)))
+
+    def hwc(
+        self, pixels: np.ndarray, box: Box | Sequence[float], size: tuple[int, int]
+    ) -> np.ndarray:
+        """``box`` of ``pixels`` (uint8 HWC) resampled to ``size`` (width, height), HWC."""
+        pixels = self._check(pixels)
+        corners = _integral(box)
+        if corners is not None and (corners[2] - corners[0], corners[3] - corners[1]) == size:
+            return np.ascontiguousarray(pixels[corners[1] : corners[3], corners[0] : corners[2]])
+        if self.backend == "torch" and corners is not None:
+            return np.ascontiguousarray(self._torch_chw(pixels, corners, size).transpose(1, 2, 0))
+        return np.asarray(self._pillow(pixels, box, size))
+
+    def chw(
+        self, pixels: np.ndarray, box: Box | Sequence[float], size: tuple[int, int]
+    ) -> np.ndarray:
+        """As :meth:`hwc`, laid out (3, height, width): contiguous from torch's kernel,
+        a transposed view otherwise."""
+        pixels = self._check(pixels)
+        corners = _integral(box)
+        if (
+            self.backend == "torch"
+            and corners is not None
+            and (corners[2] - corners[0], corners[3] - corners[1]) != size
+        ):
+            return self._torch_chw(pixels, corners, size)
+        return self.hwc(pixels, box, size).transpose(2, 0, 1)
+
+    def __repr__(self) -> str:
+        return f"Resampler({self.interpolation!r}, backend={self.backend!r})"
 
 
 class Normalizer:
@@ -102,11 +236,12 @@ class Normalizer:
         """The output shape for an image of this size."""
         return (3, height, width) if self.layout == "CHW" else (height, width, 3)
 
-    def into(self, pixels: np.ndarray, out: np.ndarray, flip: bool = False) -> None:
-        """Normalise ``pixels`` (uint8 HWC) into ``out`` (float32), mirrored when ``flip``."""
-        src = pixels[:, ::-1] if flip else pixels
-        if self.layout == "CHW":
-            src = src.transpose(2, 0, 1)
+    def into(
+        self, pixels: np.ndarray, out: np.ndarray, flip: bool = False, source: str = "HWC"
+    ) -> None:
+        """Normalise ``pixels`` (uint8, laid out as ``source``) into ``out`` (float32),
+        mirrored left to right when ``flip``."""
+        src = oriented(pixels, source, self.layout, flip)
         np.subtract(src, self._mean, out=out, dtype=np.float32)
         np.multiply(out, self._scale, out=out)
 
@@ -117,7 +252,30 @@ class Normalizer:
         return out
 
 
-def layout_into(pixels: np.ndarray, out: np.ndarray, layout: str, flip: bool = False) -> None:
-    """Copy uint8 HWC ``pixels`` into ``out`` in ``layout``, mirrored when ``flip``."""
-    src = pixels[:, ::-1] if flip else pixels
-    out[...] = src.transpose(2, 0, 1) if layout == "CHW" else src
+def oriented(pixels: np.ndarray, source: str, layout: str, flip: bool) -> np.ndarray:
+    """``pixels`` (laid out as ``source``) as ``layout``, mirrored when ``flip``.
+
+    A mirrored image is copied first: reading an array backwards row by row is the
+    slowest part of the normalisation otherwise (0.14 ms against 0.1 ms with the copy
+    for 224x224 CHW on the development VM).
+
+    Example:
+        >>> oriented(np.arange(6, dtype=np.uint8).reshape(1, 2, 3), "HWC", "CHW", True)[0].tolist()
+        [[3, 0]]
+    """
+    if source == "CHW" and layout == "CHW":
+        src = np.ascontiguousarray(pixels[:, :, ::-1]) if flip else pixels
+    else:
+        hwc = pixels.transpose(1, 2, 0) if source == "CHW" else pixels
+        src = hwc[:, ::-1] if flip else hwc
+        if layout == "CHW":
+            src = src.transpose(2, 0, 1)
+    return src
+
+
+def layout_into(
+    pixels: np.ndarray, out: np.ndarray, layout: str, flip: bool = False, source: str = "HWC"
+) -> None:
+    """Copy uint8 ``pixels`` (laid out as ``source``) into ``out`` in ``layout``,
+    mirrored when ``flip``."""
+    out[...] = oriented(pixels, source, layout, flip)

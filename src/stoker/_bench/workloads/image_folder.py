@@ -8,17 +8,24 @@ threads), batch 64, and applies RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4
 Rows:
 
 * ``stoker``: ``sk.vision.train_transform(224).apply(sk.from_image_folder(root))``,
-  ``worker_mode="auto"`` (threads), each image decoded straight into the batch buffer;
+  ``worker_mode="auto"`` (threads), each image decoded straight into the batch buffer,
+  crops resampled by torch's uint8 kernel (``backend="auto"`` with torch installed);
+* ``stoker pillow``: the same with ``backend="pillow"`` (Pillow resamples, as the
+  peers do);
 * ``torch``: the PyTorch DataLoader (2 worker processes) over a dataset doing the same
   operations in Pillow + NumPy;
 * ``grain threads``: ``grain.MapDataset`` ... ``.to_iter_dataset(ReadOptions(
   num_threads=2))`` with the same Pillow + NumPy function, batched by Grain;
 * ``spdl``: an ``spdl.pipeline`` with the same function at concurrency 2 on 2 threads.
 
-All peers decode with Pillow (bit-identical to the decoder stoker picks), crop and
-resize the box with Pillow's bilinear resampling, and draw the box and the flip from
-``record_rng(0, 0, i)`` exactly as stoker's seeded transform does, so every loader
-yields the same batches bit for bit. Grain and SPDL rows are left out, with a
+All peers decode with Pillow (bit-identical to the decoder stoker picks), cut the box
+out and resize it with Pillow's bilinear resampling (torchvision's ``resized_crop``
+on a PIL image), and draw the box and the flip from ``record_rng(0, 0, i)`` exactly
+as stoker's seeded transform does, so the peers and ``stoker pillow`` yield the same
+batches bit for bit. The ``stoker`` row is verified, bit for bit, against the same
+operations with the crop resampled by ``torch.nn.functional.interpolate(...,
+antialias=True)``; the run records how far that reference is from the Pillow one
+(at most one level of 255 in a pixel). Grain and SPDL rows are left out, with a
 message, when those packages are not installed.
 
 The decode limit is measured in the same run, before the loaders: one core's rate
@@ -29,11 +36,13 @@ the 2 cores the loaders use. It is the ``limit`` of the stoker row.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import io
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +68,8 @@ SCALE = (0.08, 1.0)
 RATIO = (3 / 4, 4 / 3)
 RECORD_BYTES = 3 * SIZE * SIZE * 4
 MEAN = (np.array([0.485, 0.456, 0.406]) * 255).astype(np.float32)[:, None, None]
-INV_STD = (1 / (np.array([0.229, 0.224, 0.225]) * 255)).astype(np.float32)[:, None, None]
+STD = np.array([0.229, 0.224, 0.225])
+INV_STD = (1 / (STD * 255)).astype(np.float32)[:, None, None]
 
 
 def image_folder(cache_dir: Path, count: int, log: Any) -> Path:
@@ -91,6 +101,15 @@ def image_folder(cache_dir: Path, count: int, log: Any) -> Path:
     return subset
 
 
+def _normalized(crop: np.ndarray, flip: bool) -> np.ndarray:
+    if flip:
+        crop = crop[:, ::-1]
+    out = np.empty((3, SIZE, SIZE), dtype=np.float32)
+    np.subtract(crop.transpose(2, 0, 1), MEAN, out=out, dtype=np.float32)
+    np.multiply(out, INV_STD, out=out)
+    return out
+
+
 def peer_transform(path: str, rng: np.random.Generator) -> np.ndarray:
     """The same operations as stoker's, written with Pillow and NumPy (torchvision style)."""
     from PIL import Image
@@ -99,13 +118,27 @@ def peer_transform(path: str, rng: np.random.Generator) -> np.ndarray:
         rgb = image.convert("RGB")
     box = random_resized_box(rng, rgb.width, rgb.height, SCALE, RATIO)
     flip = rng.random() < 0.5
-    crop = np.asarray(rgb.resize((SIZE, SIZE), Image.Resampling.BILINEAR, box=box))
-    if flip:
-        crop = crop[:, ::-1]
-    out = np.empty((3, SIZE, SIZE), dtype=np.float32)
-    np.subtract(crop.transpose(2, 0, 1), MEAN, out=out, dtype=np.float32)
-    np.multiply(out, INV_STD, out=out)
-    return out
+    crop = np.asarray(rgb.crop(box).resize((SIZE, SIZE), Image.Resampling.BILINEAR))
+    return _normalized(crop, flip)
+
+
+def torch_kernel_transform(path: str, rng: np.random.Generator) -> np.ndarray:
+    """:func:`peer_transform` with the crop resampled by torch's antialiased uint8 kernel."""
+    import torch
+    from PIL import Image
+
+    with Image.open(path) as image:
+        pixels = np.asarray(image.convert("RGB"))
+    left, top, right, bottom = random_resized_box(
+        rng, pixels.shape[1], pixels.shape[0], SCALE, RATIO
+    )
+    flip = rng.random() < 0.5
+    crop = torch.from_numpy(pixels[top:bottom, left:right].copy()).permute(2, 0, 1)[None]
+    if crop.shape[2:] != (SIZE, SIZE):
+        crop = torch.nn.functional.interpolate(
+            crop, size=(SIZE, SIZE), mode="bilinear", antialias=True
+        )
+    return _normalized(crop[0].permute(1, 2, 0).numpy(), flip)
 
 
 def decode_limit(paths: list[str], cores: int) -> float:
@@ -219,18 +252,45 @@ def prepare(ctx: BenchContext) -> Prepared:
     order = sk.RandomSampler(n, seed=SEED).cursor(epoch=0).take(n)
     limit = decode_limit(paths, WORKERS)
     ctx.log(f"image_folder: decode limit {limit:,.0f} images/s ({WORKERS} cores x Pillow)")
+
+    def references(transform: Callable[[str, np.random.Generator], np.ndarray]) -> Any:
+        for idx in index_batches(order, BATCH_SIZE):
+            yield np.stack([transform(paths[i], record_rng(SEED, 0, i)) for i in idx.tolist()])
+
+    kernels_differ = None
+    if importlib.util.find_spec("torch") is not None:
+        pillow = next(iter(references(peer_transform)))
+        torch_kernel = next(iter(references(torch_kernel_transform)))
+        levels = np.abs(pillow - torch_kernel) * (255 * STD)[:, None, None]
+        kernels_differ = float(levels.max())
+        ctx.log(
+            f"image_folder: torch's and Pillow's resampling differ by at most "
+            f"{kernels_differ:.2f} levels of 255 in the first batch"
+        )
     runners: list[Runner] = []
     if ctx.wants("stoker"):
-        dataset = sk.vision.train_transform(SIZE, scale=SCALE, ratio=RATIO).apply(source)
+        for label, backend in (("stoker", "auto"), ("stoker pillow", "pillow")):
+            transform = sk.vision.train_transform(SIZE, scale=SCALE, ratio=RATIO, backend=backend)
+            dataset = transform.apply(source)
 
-        def stoker_loader() -> Any:
-            return Images(
-                sk.DataLoader(
-                    dataset, batch_size=BATCH_SIZE, shuffle=True, seed=SEED, num_workers=WORKERS
+            def stoker_loader(dataset: Any = dataset) -> Any:
+                return Images(
+                    sk.DataLoader(
+                        dataset, batch_size=BATCH_SIZE, shuffle=True, seed=SEED, num_workers=WORKERS
+                    )
+                )
+
+            own = transform.backend == "torch"
+            runners.append(
+                Runner(
+                    label,
+                    "stoker",
+                    stoker_loader,
+                    limit=limit,
+                    show_mode=True,
+                    reference=partial(references, torch_kernel_transform) if own else None,
                 )
             )
-
-        runners.append(Runner("stoker", "stoker", stoker_loader, limit=limit, show_mode=True))
     if ctx.wants("torch"):
         torch, records, sampler = ctx.torch, PeerImages(paths), OrderSampler(order)
 
@@ -251,8 +311,7 @@ def prepare(ctx: BenchContext) -> Prepared:
                 runners.append(runner)
 
     def reference() -> Any:
-        for idx in index_batches(order, BATCH_SIZE):
-            yield np.stack([peer_transform(paths[i], record_rng(SEED, 0, i)) for i in idx.tolist()])
+        return references(peer_transform)
 
     return Prepared(
         summary=(
@@ -271,6 +330,7 @@ def prepare(ctx: BenchContext) -> Prepared:
             "num_workers": WORKERS,
             "record": f"JPEG 256x256 -> float32 (3, {SIZE}, {SIZE})",
             "decode_limit_images_per_s": limit,
+            "torch_vs_pillow_kernel_max_levels": kernels_differ,
             "folder": str(root),
             "seed": SEED,
         },
