@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .._shm import attach, sharing_for_workers
+from .._shm import receive_with_segment, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .diagnosis import crash_message, dump_stacks
 from .executor import cancel_future
@@ -120,6 +120,10 @@ class ProcessExecutor(QueuedExecutor):
         with sharing_for_workers():
             # multiprocessing objects (Value, Lock, Queue) travel as Process arguments.
             self._payload, self._inherited = dumps_keeping_inherited(spec)
+        # The payload names the shared segments of spec's in-memory sources by their
+        # descriptors here, and a replacement worker attaches them whenever it starts:
+        # their owners (the datasets) must live as long as these workers may.
+        self._spec = spec
         self._ring = SlotRing(slot_cap)
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
@@ -214,7 +218,9 @@ class ProcessExecutor(QueuedExecutor):
         """Handle one message from ``worker``; False when its pipe is closed."""
         start = time.perf_counter()
         try:
-            raw = worker.conn.recv_bytes()
+            # A batch in a segment of the worker's own comes with its descriptor: it
+            # stays valid whatever the worker does next (its next job, or dying).
+            raw, passed = receive_with_segment(worker.conn)
             message = pickle.loads(raw)
         except (EOFError, OSError):
             return False
@@ -237,17 +243,11 @@ class ProcessExecutor(QueuedExecutor):
             return True
         job, future, slot = held
         if tag == "done":
-            _, _, done, layout, nbytes, own = message
+            _, _, done, layout, nbytes = message
             if nbytes:
                 self._ring.note_size(nbytes)
-            if layout is not None and own is not None:
-                try:
-                    done.value = views(attach(own).array, layout)
-                except OSError as exc:  # the worker died just after sending
-                    future.set_exception(
-                        WorkerError(f"the batch of {job.where} was lost with its worker: {exc}")
-                    )
-                    return True
+            if layout is not None and passed is not None:
+                done.value = views(passed.array, layout)  # the views keep the mapping
             elif layout is not None and slot is not None:
                 done.value = self._ring.view(slot, layout)
             done.transfer_seconds += time.perf_counter() - start  # for the stats
@@ -257,7 +257,7 @@ class ProcessExecutor(QueuedExecutor):
             future.set_exception(self._rebuild(message[2], worker, job))
         if slot is not None:
             self._ring.release(slot)
-        del future, held
+        del future, held, passed
         with self._cond:
             self._dispatch()
         return True
