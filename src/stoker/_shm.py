@@ -28,9 +28,12 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 __all__ = [
     "PREFIX",
