@@ -170,4 +170,7 @@ def test_a_batch_outlives_the_worker_that_sent_it(start_method):
         restart_workers=True,
     )
     with loader:
-        assert [b["x"].tolist() for b in loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+        it = iter(loader)
+        assert [b["x"].tolist() for b in it] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+        assert it.stats().restarts == 1  # the worker did die under it
+        it.close()
