@@ -8,8 +8,9 @@ thread, which reads every pipe and every process sentinel. A sentinel that fires
 is a worker that died: it is named in :class:`~stoker.WorkerCrashed` at once, or
 replaced and its job sent again under ``restart_workers=True``.
 
-Batches come back as layouts of shared-memory slots (see ``slots.py``); the
-results thread turns them into NumPy views before resolving the job's future.
+Batches come back as layouts of shared-memory slots, or of a segment the worker
+passes with the message (see ``slots.py``); the results thread turns them into NumPy
+views before resolving the job's future.
 """
 
 from __future__ import annotations
