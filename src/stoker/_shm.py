@@ -3,9 +3,15 @@
 A segment is a Linux ``memfd``: memory with no name in any file system, freed by the
 kernel when the last file descriptor and the last mapping are gone. The owner (the
 main process) creates it and keeps its descriptor; another process attaches by
-opening ``/proc/<owner pid>/fd/<fd>`` and mapping it. So nothing is left in
-``/dev/shm`` when a worker or the parent is killed with SIGKILL: the memory dies with
-the last process that maps it. In ``/proc/<pid>/fd`` and ``/proc/<pid>/maps`` a
+opening ``/proc/<owner pid>/fd/<fd>`` and mapping it, which works only while the
+owner keeps that descriptor open (once closed, the number is soon reused for another
+file). A segment that changes hands instead (a worker's batch) travels as a
+descriptor over the connection (:func:`send_with_segment`): the receiver gets a
+descriptor of its own with the message, whatever the sender does next.
+
+Nothing is left in ``/dev/shm`` when a worker or the parent is killed with SIGKILL:
+the memory dies with the last process that maps it (or holds a descriptor of it, one
+in flight in a socket included). In ``/proc/<pid>/fd`` and ``/proc/<pid>/maps`` a
 segment shows as ``/memfd:stoker-<purpose> (deleted)``, which tells it apart from
 other programs' memory.
 
@@ -18,11 +24,16 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 __all__ = [
     "PREFIX",
@@ -30,6 +41,8 @@ __all__ = [
     "SegmentHandle",
     "attach",
     "is_sharing",
+    "receive_with_segment",
+    "send_with_segment",
     "sharing_available",
     "sharing_for_workers",
 ]
@@ -126,11 +139,90 @@ class Segment:
 def attach(handle: SegmentHandle) -> Segment:
     """Map a segment created by another (living) process.
 
+    The caller must know that the owner still holds the segment open: once the owner
+    closed it, the descriptor number may name another file. A segment handed over
+    for good travels with :func:`send_with_segment` instead.
+
     Errors:
         OSError: the owner has exited or closed the segment.
     """
     fd = os.open(f"/proc/{handle.pid}/fd/{handle.fd}", os.O_RDWR | os.O_CLOEXEC)
     return Segment(handle.size, "attached", _fd=fd)
+
+
+_SEGMENT_FOLLOWS = b"stoker: a segment's descriptor follows"
+"""Sent just before a passed descriptor; no pickle starts like this."""
+
+
+def send_with_segment(conn: Connection, data: bytes, segment: Segment | None = None) -> None:
+    """Send the message ``data`` over ``conn``, with ``segment`` (if any) passed along.
+
+    ``conn`` must be a Unix socket connection (a duplex ``multiprocessing.Pipe``).
+    The segment's descriptor goes first, as ``SCM_RIGHTS`` ancillary data: the
+    receiver's copy keeps the memory alive, so the sender may close the segment as
+    soon as this returns.
+
+    Example:
+        >>> import multiprocessing
+        >>> a, b = multiprocessing.Pipe()
+        >>> seg = Segment(4096, "doctest")
+        >>> seg.array[:2] = [5, 6]
+        >>> send_with_segment(a, b"message", seg)
+        >>> seg.close()
+        >>> data, passed = receive_with_segment(b)
+        >>> data, passed.array[:2].tolist()
+        (b'message', [5, 6])
+        >>> passed.close(); a.close(); b.close()
+
+    Errors:
+        OSError: the connection is closed or broken.
+        RuntimeError: ``segment`` is closed or was not created by this process.
+    """
+    if segment is not None:
+        fd = segment.handle.fd  # raises for a closed or attached segment
+        conn.send_bytes(_SEGMENT_FOLLOWS)
+        sock = socket.socket(fileno=conn.fileno())
+        try:
+            socket.send_fds(sock, [b"\0"], [fd])
+        finally:
+            sock.detach()  # the descriptor stays the connection's
+    conn.send_bytes(data)
+
+
+def receive_with_segment(conn: Connection) -> tuple[bytes, Segment | None]:
+    """The next message from :func:`send_with_segment`, and the segment passed with it.
+
+    The segment is mapped in this process and owns nothing else: :meth:`Segment.close`
+    (or dropping it) is all the cleaning up it needs.
+
+    Errors:
+        EOFError: the sender closed the connection or died, before or during the
+            message (a segment passed without its message is released).
+        OSError: the connection is broken, or the segment cannot be mapped.
+    """
+    data = conn.recv_bytes()
+    if data != _SEGMENT_FOLLOWS:
+        return data, None
+    sock = socket.socket(fileno=conn.fileno())
+    try:
+        byte, fds, _, _ = socket.recv_fds(sock, 1, 1, socket.MSG_CMSG_CLOEXEC)
+    finally:
+        sock.detach()
+    if not fds:
+        if not byte:
+            raise EOFError("the connection ended before a passed segment's descriptor")
+        raise OSError("a passed segment's descriptor did not arrive with it")
+    try:
+        size = os.fstat(fds[0]).st_size
+    except BaseException:
+        os.close(fds[0])
+        raise
+    segment = Segment(size, "passed", _fd=fds[0])  # maps it and closes the descriptor
+    try:
+        return conn.recv_bytes(), segment
+    except BaseException:
+        segment.close()
+        raise
 
 
 _sharing = threading.local()

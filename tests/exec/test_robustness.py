@@ -9,7 +9,9 @@ import gc
 import os
 import signal
 import sys
+import time
 
+import psutil
 import pytest
 from leaks import open_descriptors
 
@@ -115,3 +117,60 @@ def test_descriptors_return_to_the_baseline_over_200_short_passes(start_method):
         with loader() as fresh:
             next(iter(fresh))
     assert _fd_count() == baseline
+
+
+def _dead(pid):
+    """True once ``pid`` has exited (a zombie has closed its descriptors already)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _keyed_by_a_worker_killer(parent):
+    """A map from ``x`` to ``{"x": x}``, where record 0's key, unpickled in the main
+    process, SIGKILLs the worker that made it and waits until that worker is dead."""
+
+    def rebuild(text, worker):
+        if worker is not None and os.getpid() == parent:
+            os.kill(worker, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while not _dead(worker) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return Key(text)
+
+    class Key(str):
+        worker = None
+
+        def __reduce__(self):
+            return rebuild, (str(self), self.worker)
+
+    def fn(x):
+        key = Key("x")
+        if x == 0:
+            key.worker = os.getpid()
+        return {key: x}
+
+    return fn
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "fork"])
+def test_a_batch_outlives_the_worker_that_sent_it(start_method):
+    # The main process reads batch 0's message only once the worker that built it is
+    # dead: the batch travelled in a segment of the worker's own (the slot size is not
+    # known yet), and it must arrive all the same: its descriptor has to come with the
+    # message, not be looked up later in the worker's descriptor table, where it is
+    # gone once the worker dies or, as happened, moves on to its next job.
+    loader = sk.DataLoader(
+        sk.range(0, 8).map(_keyed_by_a_worker_killer(os.getpid())),
+        batch_size=4,
+        num_workers=1,
+        worker_mode="process",
+        start_method=start_method,
+        restart_workers=True,
+    )
+    with loader:
+        it = iter(loader)
+        assert [b["x"].tolist() for b in it] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+        assert it.stats().restarts == 1  # the worker did die under it
+        it.close()

@@ -14,6 +14,8 @@ from stoker._shm import (
     SegmentHandle,
     attach,
     is_sharing,
+    receive_with_segment,
+    send_with_segment,
     sharing_available,
     sharing_for_workers,
 )
@@ -87,6 +89,48 @@ def test_a_segment_shows_under_its_purpose_and_close_releases_it():
     del segment
     gc.collect()
     assert len(memfds()) == before
+
+
+def _sends_a_segment_and_exits(conn) -> None:
+    segment = Segment(4096, "test-pass")
+    segment.array[:3] = [7, 8, 9]
+    send_with_segment(conn, b"the batch", segment)
+    segment.close()
+    conn.close()
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "fork"])
+def test_a_passed_segment_outlives_its_sender(start_method):
+    ctx = multiprocessing.get_context(start_method)
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_sends_a_segment_and_exits, args=(child,), daemon=True)
+    proc.start()
+    child.close()
+    proc.join(TIMEOUT)  # it closed its segment and exited before anything was received
+    assert proc.exitcode == 0
+    proc.close()
+    before = len(memfds())
+    try:
+        data, segment = receive_with_segment(parent)
+        assert data == b"the batch"
+        assert segment is not None
+        assert segment.array[:3].tolist() == [7, 8, 9]
+        segment.close()
+        del segment
+        gc.collect()
+        assert len(memfds()) == before  # the passed descriptor went with the mapping
+    finally:
+        parent.close()
+
+
+def test_a_message_without_a_segment_arrives_alone():
+    a, b = multiprocessing.Pipe()
+    with a, b:
+        send_with_segment(a, b"plain")
+        assert receive_with_segment(b) == (b"plain", None)
+        a.close()
+        with pytest.raises(EOFError):
+            receive_with_segment(b)
 
 
 def test_close_is_idempotent_and_ends_sharing():

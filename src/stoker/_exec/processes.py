@@ -8,8 +8,9 @@ thread, which reads every pipe and every process sentinel. A sentinel that fires
 is a worker that died: it is named in :class:`~stoker.WorkerCrashed` at once, or
 replaced and its job sent again under ``restart_workers=True``.
 
-Batches come back as layouts of shared-memory slots (see ``slots.py``); the
-results thread turns them into NumPy views before resolving the job's future.
+Batches come back as layouts of shared-memory slots, or of a segment the worker
+passes with the message (see ``slots.py``); the results thread turns them into NumPy
+views before resolving the job's future.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .._shm import attach, sharing_for_workers
+from .._shm import receive_with_segment, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .diagnosis import crash_message, dump_stacks
 from .executor import cancel_future
@@ -120,6 +121,10 @@ class ProcessExecutor(QueuedExecutor):
         with sharing_for_workers():
             # multiprocessing objects (Value, Lock, Queue) travel as Process arguments.
             self._payload, self._inherited = dumps_keeping_inherited(spec)
+        # The payload names the shared segments of spec's in-memory sources by their
+        # descriptors here, and a replacement worker attaches them whenever it starts:
+        # their owners (the datasets) must live as long as these workers may.
+        self._spec = spec
         self._ring = SlotRing(slot_cap)
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
@@ -214,7 +219,9 @@ class ProcessExecutor(QueuedExecutor):
         """Handle one message from ``worker``; False when its pipe is closed."""
         start = time.perf_counter()
         try:
-            raw = worker.conn.recv_bytes()
+            # A batch in a segment of the worker's own comes with its descriptor: it
+            # stays valid whatever the worker does next (its next job, or dying).
+            raw, passed = receive_with_segment(worker.conn)
             message = pickle.loads(raw)
         except (EOFError, OSError):
             return False
@@ -237,17 +244,11 @@ class ProcessExecutor(QueuedExecutor):
             return True
         job, future, slot = held
         if tag == "done":
-            _, _, done, layout, nbytes, own = message
+            _, _, done, layout, nbytes = message
             if nbytes:
                 self._ring.note_size(nbytes)
-            if layout is not None and own is not None:
-                try:
-                    done.value = views(attach(own).array, layout)
-                except OSError as exc:  # the worker died just after sending
-                    future.set_exception(
-                        WorkerError(f"the batch of {job.where} was lost with its worker: {exc}")
-                    )
-                    return True
+            if layout is not None and passed is not None:
+                done.value = views(passed.array, layout)  # the views keep the mapping
             elif layout is not None and slot is not None:
                 done.value = self._ring.view(slot, layout)
             done.transfer_seconds += time.perf_counter() - start  # for the stats
@@ -257,7 +258,7 @@ class ProcessExecutor(QueuedExecutor):
             future.set_exception(self._rebuild(message[2], worker, job))
         if slot is not None:
             self._ring.release(slot)
-        del future, held
+        del future, held, passed
         with self._cond:
             self._dispatch()
         return True

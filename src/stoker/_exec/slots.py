@@ -10,6 +10,14 @@ A slot is free when no job is writing it and no view of it is alive: every view
 refers to the slot's base array, so its reference count tells. When all slots are
 busy and the ring is at its cap, the job gets no slot and the batch travels through
 the pipe instead (a copy): a batch the caller holds is never overwritten.
+
+Descriptors: a worker attaches a slot through the parent's descriptor table
+(``/proc/<parent>/fd/N``) when it starts a job that names it, so the ring keeps every
+slot that a job names open until that job is over (:meth:`SlotRing.release`, after
+its result or its worker's death); only then may a slot be retired and its
+descriptor number reused. The first batches, built before the parent knows the slot
+size, go the other way in segments of their worker's own; those are passed with the
+message (``send_with_segment``), never looked up in the worker's table.
 """
 
 from __future__ import annotations
@@ -193,7 +201,6 @@ class SlotWriter:
         self._batch_size = batch_size
         self._mapped: dict[int, Segment] = {}
         self._current: Segment | None = None
-        self._own: Segment | None = None  # a batch's own segment, until the next job
         self._plan: tuple[TreeDef, list[tuple[int, tuple[int, ...], np.dtype[Any]]]] | None = None
         self.recycled = 0
         self.allocated = 0
@@ -205,12 +212,9 @@ class SlotWriter:
     def use(self, ref: SlotRef | None) -> None:
         """Write the next batch into ``ref`` (None: no slot, the batch is sent by copy).
 
-        The next job also means the parent has mapped the previous batch's own
-        segment, if there was one, so this worker lets go of it.
+        The parent holds ``ref``'s segment open until this job is over, so it can be
+        attached by its descriptor number here.
         """
-        if self._own is not None:
-            self._own.close()
-            self._own = None
         if ref is None:
             self._current = None
             return
@@ -258,13 +262,15 @@ class SlotWriter:
             [(off, leaf.shape, leaf.dtype) for off, leaf in zip(offsets, leaves, strict=True)],
         )
 
-    def export(self, batch: Any, own: bool) -> tuple[Layout | None, int, SegmentHandle | None]:
+    def export(self, batch: Any, own: bool) -> tuple[Layout | None, int, Segment | None]:
         """Place ``batch`` in shared memory: its layout, size, and segment if not the slot.
 
         A batch built into the slot already is described as it lies; any other batch
         of plain arrays that fits is copied in once. With ``own``, a batch without a
         slot that fits (the first ones, before the parent knows the size) gets a
-        segment of its own; otherwise the layout is None and the batch is sent by copy.
+        segment of its own, which the caller owns: it passes the segment with the
+        layout (``send_with_segment``), then closes it. Otherwise the layout is None
+        and the batch is sent by copy.
         """
         found = layout_of(batch)
         if found is None:
@@ -291,8 +297,13 @@ class SlotWriter:
                 return (treedef, _copy_into(base, leaves, offsets)), total, None
         if not own:
             return None, total, None
-        self._own = Segment(max(total, 1), "batch")
-        return (treedef, _copy_into(self._own.array, leaves, offsets)), total, self._own.handle
+        segment = Segment(max(total, 1), "batch")
+        try:
+            described = _copy_into(segment.array, leaves, offsets)
+        except BaseException:
+            segment.close()
+            raise
+        return (treedef, described), total, segment
 
 
 def _copy_into(

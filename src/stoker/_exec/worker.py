@@ -5,9 +5,12 @@ objects passed at process start), then serves jobs from its pipe
 until it is told to stop, its pipe closes, or its parent goes away. It never
 decides order or state: it builds what a job names, into the slot the job names.
 
-Messages to the parent: ``("ready", pid, stack fd)``, ``("done", seq, Done, layout, nbytes,
-segment handle or None)``,
-``("error", seq, packed error)`` and ``("init_error", packed error)``.
+Messages to the parent: ``("ready", pid, stack fd)``, ``("done", seq, Done, layout,
+nbytes)``, ``("error", seq, packed error)`` and ``("init_error", packed error)``. A
+batch laid out in a segment of the worker's own (not the job's slot) is passed with
+its ``done`` message (``send_with_segment``): the parent gets a descriptor of its own,
+so the worker closes its copy at once, and the batch survives the worker's next job
+or death.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 import cloudpickle
 
+from .._shm import Segment, send_with_segment
 from ..errors import WorkerError
 from .inherited import loads_with_inherited
 from .jobs import EMPTY, Runtime, WorkerSpec
@@ -114,7 +118,8 @@ def worker_main(
         except Exception as exc:
             _send(conn, ("error", job.seq, pack_error(exc)))
             continue
-        layout, nbytes, own = None, 0, None
+        layout, nbytes = None, 0
+        own: Segment | None = None  # the batch's own segment (not the slot): closed below
         if job.kind == "build" and done.value is not EMPTY:
             # A batch without a slot gets its own segment only while the parent cannot
             # know the size (no slot yet); at the ring's cap it is sent by copy.
@@ -123,13 +128,20 @@ def worker_main(
             done.transfer_seconds = time.perf_counter() - start  # the parent adds its part
             if layout is not None:
                 done.value = None
-        done.skipped = [(i, s, _portable(e)) for i, s, e in done.skipped]
         try:
-            data = _dumps(("done", job.seq, done, layout, nbytes, own))
-        except Exception as exc:
-            exc.add_note(f"stoker: the batch for {job.where} cannot be sent to the main process")
-            data = _dumps(("error", job.seq, pack_error(exc)))
-        if not _send_bytes(conn, data):
+            done.skipped = [(i, s, _portable(e)) for i, s, e in done.skipped]
+            try:
+                data, passed = _dumps(("done", job.seq, done, layout, nbytes)), own
+            except Exception as exc:
+                exc.add_note(
+                    f"stoker: the batch for {job.where} cannot be sent to the main process"
+                )
+                data, passed = _dumps(("error", job.seq, pack_error(exc))), None
+            sent = _send_bytes(conn, data, passed)
+        finally:
+            if own is not None:
+                own.close()  # once passed, the parent holds a descriptor of its own
+        if not sent:
             return
 
 
@@ -160,9 +172,10 @@ def _send(conn: Connection, message: Any) -> bool:
     return _send_bytes(conn, _dumps(message))
 
 
-def _send_bytes(conn: Connection, data: bytes) -> bool:
+def _send_bytes(conn: Connection, data: bytes, segment: Segment | None = None) -> bool:
+    """Send ``data`` (with ``segment`` passed along); False when the parent is gone."""
     try:
-        conn.send_bytes(data)
+        send_with_segment(conn, data, segment)
     except (BrokenPipeError, EOFError, OSError):
         return False
     return True
