@@ -72,11 +72,14 @@ MIN_WORK_SECONDS = 1e-6  # below the clock's resolution: treated as this
 
 
 def auto_num_workers(threads: bool = False) -> int:
-    """The worker count ``num_workers="auto"`` starts.
+    """The worker count ``num_workers="auto"`` settles to when the loader is built.
 
     Processes: one per usable core, at most 8. Threads (a pipeline that releases the
     GIL, whose records often wait on files or the network): four per core, at most
-    16; the tuner keeps only as many batches in flight as pay off.
+    16. Where the tuner sizes the threads (map-style data, see
+    :func:`stoker._exec.make.handover_applies`) they start at two per core, at most
+    this, and grow or shrink from there (:mod:`stoker._sizing`); elsewhere (streams,
+    a ``worker_init_fn``) this is the count.
 
     Example:
         >>> 1 <= auto_num_workers() <= MAX_AUTO_WORKERS

@@ -27,6 +27,7 @@ def _slow(x):
 
 def _worker_id(x):
     info = sk.get_worker_info()
+    assert info.id < info.num_workers
     return np.array([x, info.id])
 
 

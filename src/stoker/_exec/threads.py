@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 from .._batching.pool import BufferPool
 from ..errors import WorkerError
@@ -80,7 +81,9 @@ class ThreadExecutor(QueuedExecutor):
                 for i in ids:
                     if i in self._threads:  # a thread sent away has left this map already
                         continue
-                    runtime = Runtime(self._spec, i, "thread", self._pool, cpu_wait=self._cpu_wait)
+                    # Its WorkerInfo says how many threads run as it starts.
+                    spec = replace(self._spec, num_workers=max(self._count, i + 1))
+                    runtime = Runtime(spec, i, "thread", self._pool, cpu_wait=self._cpu_wait)
                     self._threads[i] = threading.Thread(
                         target=self._work, args=(runtime,), name=f"stoker-worker-{i}", daemon=True
                     )
