@@ -59,6 +59,8 @@ MAX_AUTO_THREADS = 16
 """``num_workers="auto"`` starts at most this many thread workers."""
 DEFAULT_MEMORY_BUDGET = 1 << 30
 """Bytes that the batches in flight may take (``prefetch="auto"``): 1 GiB."""
+UNSIZED_BATCHES = 4 * MAX_AUTO_THREADS
+"""The most batches in flight (and thread workers) when a batch's size is unknown."""
 WAITING = 0.10
 """A consumer that waits this fraction of the time or more is waiting for batches."""
 IDLE = 0.03
@@ -202,11 +204,11 @@ class Tuner:
         return self.sizer is None or self.sizer.sized
 
     def budget_batches(self) -> int:
-        """The batches the memory budget holds (a large number while the size of a
-        batch is unknown)."""
+        """The batches the memory budget holds; while the size of a batch is unknown
+        (not NumPy arrays), :data:`UNSIZED_BATCHES`."""
         if self._batch_bytes > 0:
             return max(1, self.memory_budget // self._batch_bytes)
-        return 1 << 20
+        return UNSIZED_BATCHES
 
     def max_depth(self) -> int:
         """The most batches in flight: four per worker, within the memory budget."""
@@ -236,7 +238,7 @@ class Tuner:
 
     def _from_inline(self, current: Decision, work: float) -> Decision:
         if work > BACK_TO_WORKERS * max(self._worker_wait, MIN_WORK_SECONDS):
-            depth = min(2 * self.num_workers, self.max_depth())
+            depth = min(2 * self.workers, self.max_depth())
             return Decision(
                 False,
                 depth,

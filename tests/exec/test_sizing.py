@@ -1,7 +1,7 @@
 """The thread-count policy on synthetic measurements: it decides, it does not time anything."""
 
 from stoker._sizing import GAIN, LOSS, RECHECK, ThreadSizer
-from stoker._tuning import FIRST_DECISION, Tuner, Window
+from stoker._tuning import FIRST_DECISION, UNSIZED_BATCHES, Tuner, Window
 
 
 def _io_bound(threads: int) -> dict[str, float]:
@@ -154,3 +154,10 @@ def test_a_tuner_without_a_sizer_keeps_its_workers():
         Window(64, 64 * 0.010, 64 * 0.005, 64 * 0.006, worker_seconds=0.64, cpu_seconds=0.001)
     )
     assert d.workers == 2
+
+
+def test_threads_and_batches_in_flight_stay_bounded_when_a_batch_has_no_known_size():
+    t = Tuner(4, sizer=ThreadSizer(start=4, cores=2, max_workers=128))
+    d = t.observe(Window(1, 0.4, 0.4, 0.4, 0, worker_seconds=0.4, cpu_seconds=0.001, first=True))
+    assert d.workers == UNSIZED_BATCHES
+    assert t.max_depth() == UNSIZED_BATCHES
