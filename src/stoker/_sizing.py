@@ -12,10 +12,13 @@ The rules, in words:
   waiting on I/O keeps ``c / (c + i)`` of a core busy, so ``cores * (c + i) / c``
   threads keep every core busy. Time spent waiting for a CPU counts for neither:
   threads that wait for a CPU are too many, not too few.
-* **Grow** to the estimate when it is clearly above the count (1.25x) and the
-  consumer waits for batches; **shrink** to it when it is clearly below (0.75x).
-  The first estimate comes from the first batch and is taken as it is (I/O-bound
-  pipelines jump to their count at once).
+* **Grow** to the estimate when it is clearly above the count (1.25x, and one
+  thread more at least) and the consumer waits for batches; **shrink** to it when
+  it is clearly below (0.75x).
+  The first estimate comes from the first batch and is taken as it is when it
+  says the threads mostly wait on I/O (4x the count or more: I/O-bound pipelines
+  jump to their count at once) or wait for a CPU; otherwise the first window of
+  batches decides.
 * **Every later change is checked** in the next window: a larger count that did not
   raise the batches per second by 10 %, or a smaller one that lowered them by more
   than 10 %, is undone, and the count stays for a while (it is re-checked after
@@ -34,6 +37,10 @@ START_PER_CORE = 2
 """Thread workers per core to start with (the first batch then says how many)."""
 GROW = 1.25
 """Grow when the estimate is at least this many times the count."""
+FIRST_GROW = 4.0
+"""From the first batch (a change that is not checked), grow only when the estimate is
+at least this many times the count: the threads mostly wait on I/O. Starting a pass
+(opening files, imports) looks like I/O too, and less than that may be no more."""
 SHRINK = 0.75
 """Shrink when the estimate is at most this many times the count."""
 GAIN = 1.10
@@ -129,7 +136,8 @@ class ThreadSizer:
         self.sized = True
         n = self.workers
         io = max(0.0, 1.0 - (cpu + cpu_wait) / busy)
-        if guess >= GROW * n and waiting and n < cap and self._may_try(n + 1):
+        grow = GROW if rate is not None else FIRST_GROW
+        if guess >= max(grow * n, n + 1) and waiting and n < cap and self._may_try(n + 1):
             new = min(cap, round(guess))
             return self._change(new, rate, f"the workers waited on I/O {io:.0%} of their time")
         if guess <= SHRINK * n and n > 1 and self._may_try(n - 1):

@@ -25,6 +25,15 @@ def test_an_io_bound_first_batch_grows_the_threads_at_once_up_to_the_cap():
     assert s.sized
 
 
+def test_a_first_batch_that_only_partly_waits_on_io_changes_nothing():
+    # Starting a pass (opening files, imports) looks like I/O: the first window decides.
+    s = ThreadSizer(start=4, cores=2)
+    assert s.observe(None, busy=1.0, cpu=0.25, cpu_wait=0.0, waiting=True, cap=1000) is None
+    assert s.workers == 4
+    assert s.observe(10.0, busy=1.0, cpu=0.25, cpu_wait=0.0, waiting=True, cap=1000) is not None
+    assert s.workers == 8
+
+
 def test_the_estimate_keeps_every_core_busy():
     s = ThreadSizer(start=2, cores=4, max_workers=128)
     # Half the time on a CPU, half on I/O: two threads a core.
