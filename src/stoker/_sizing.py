@@ -15,10 +15,11 @@ The rules, in words:
 * **Grow** to the estimate when it is clearly above the count (1.25x, and one
   thread more at least) and the consumer waits for batches; **shrink** to it when
   it is clearly below (0.75x).
-  The first estimate comes from the first batch and is taken as it is when it
-  says the threads mostly wait on I/O (4x the count or more: I/O-bound pipelines
-  jump to their count at once) or wait for a CPU; otherwise the first window of
-  batches decides.
+  The first batch (a change it causes cannot be checked) only grows the count, and
+  only when the threads mostly wait on I/O (an estimate 4x the count or more):
+  I/O-bound pipelines jump to their count at once; the rest wait for the first
+  window of batches. (Fewer threads than the estimate are not always faster: on a
+  machine busy with other work, more threads get a larger share of its cores.)
 * **Every later change is checked** in the next window: a larger count that did not
   raise the batches per second by 10 %, or a smaller one that lowered them by more
   than 10 %, is undone, and the count stays for a while (it is re-checked after
@@ -40,7 +41,8 @@ GROW = 1.25
 FIRST_GROW = 4.0
 """From the first batch (a change that is not checked), grow only when the estimate is
 at least this many times the count: the threads mostly wait on I/O. Starting a pass
-(opening files, imports) looks like I/O too, and less than that may be no more."""
+(opening files, imports) looks like I/O too, and less than that may be no more.
+The first batch never shrinks the count."""
 SHRINK = 0.75
 """Shrink when the estimate is at most this many times the count."""
 GAIN = 1.10
@@ -140,7 +142,7 @@ class ThreadSizer:
         if guess >= max(grow * n, n + 1) and waiting and n < cap and self._may_try(n + 1):
             new = min(cap, round(guess))
             return self._change(new, rate, f"the workers waited on I/O {io:.0%} of their time")
-        if guess <= SHRINK * n and n > 1 and self._may_try(n - 1):
+        if guess <= SHRINK * n and n > 1 and rate is not None and self._may_try(n - 1):
             new = max(1, round(guess))
             share = cpu_wait / busy
             return self._change(

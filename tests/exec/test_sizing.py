@@ -45,7 +45,10 @@ def test_the_estimate_keeps_every_core_busy():
 
 def test_cpu_bound_threads_that_wait_for_a_cpu_shrink_to_the_cores():
     s = ThreadSizer(start=8, cores=2)
-    why = s.observe(None, **_cpu_bound(8), waiting=True, cap=1000)
+    # Not from the first batch, whose change could not be checked against anything.
+    assert s.observe(None, **_cpu_bound(8), waiting=True, cap=1000) is None
+    assert s.workers == 8
+    why = s.observe(10.0, **_cpu_bound(8), waiting=True, cap=1000)
     assert s.workers == 2
     assert why is not None
     assert "waited for a CPU 75%" in why
