@@ -63,22 +63,22 @@ class ThreadExecutor(QueuedExecutor):
         self._threads: dict[int, threading.Thread] = {}  # by worker id, while it takes jobs
         self._gone: list[threading.Thread] = []  # sent away by resize(), to be joined
         self._sizing = threading.Lock()  # held while threads start: close() waits for them
-        self._grow(range(spec.num_workers))
+        self._grow()
 
     @property
     def workers(self) -> int:
         """The number of threads taking jobs (those sent away finish their job first)."""
         return self._count
 
-    def _grow(self, ids: range) -> None:
-        """Start the workers ``ids`` that are not running (outside the job lock, so
-        that the new threads need not wait for it one by one to start)."""
+    def _grow(self) -> None:
+        """Start the workers below the count that are not running (outside the job
+        lock, so that the new threads need not wait for it one by one to start)."""
         with self._sizing:
             with self._cond:
                 if self._closed:
                     return
                 new = []
-                for i in ids:
+                for i in range(self._count):
                     if i in self._threads:  # a thread sent away has left this map already
                         continue
                     # Its WorkerInfo says how many threads run as it starts.
@@ -113,7 +113,7 @@ class ThreadExecutor(QueuedExecutor):
         with self._cond:
             self._count = count
             self._cond.notify_all()  # idle threads past the count end now
-        self._grow(range(count))
+        self._grow()
         self._join_gone(0.0)
 
     def _join_gone(self, seconds: float) -> None:
