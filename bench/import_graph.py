@@ -50,6 +50,7 @@ RANKS: dict[str, int] = {
     "_hosts": 1,
     "_context": 1,
     "_tuning": 1,
+    "_sizing": 1,
     # stage 1-4
     "_dataset": 2,
     "_sources": 3,

@@ -265,6 +265,8 @@ class LoaderIterator(Generic[B]):
         w = self._window
         cfg = self._spec.config
         workers = cfg.num_workers if self._mode != "inline" else 0
+        if workers and self._handover is not None:  # "auto" may change the thread count
+            workers = self._handover.workers
         queue = 0.0
         if isinstance(w, JobWindow):
             wait, produce, depth = w.wait_seconds, fetch + collate, w.depth

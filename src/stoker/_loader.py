@@ -52,8 +52,10 @@ class DataLoader(Generic[B]):
         batch_sampler: any object yielding lists of indices.
         collate_fn: turns a list of records into a batch (default: stack arrays).
         num_workers: worker threads, processes or Ray actors; 0 loads in the calling
-            process; "auto": one per usable core (at most 8) for processes, four per
-            core (at most 16) for threads (see ``docs/tuning.md``).
+            process; "auto": one per usable core (at most 8) for processes; for
+            threads, two per core to start with, then as many as keep the cores busy
+            while records wait on I/O (at most 128), measured while loading (see
+            ``docs/tuning.md``).
         worker_mode: "thread", "process", "inline" (num_workers=0), "ray" or "auto":
             threads when every stage is known to release the GIL (see
             :func:`~stoker.releases_gil`), processes otherwise; ``it.stats()`` says

@@ -5,8 +5,10 @@
 :class:`Window`): how long workers spent building them, how long the consumer waited
 in ``next()``, the wall time, and the size of one batch. The tuner answers with a
 :class:`Decision`: run jobs on the caller's thread (inline) or on the workers, and
-how many batches to keep in flight. It decides after the first few batches and then
-looks again, slowly, every few dozen. It never touches which batches come out or the
+how many batches to keep in flight and, for ``num_workers="auto"`` on threads, how
+many threads run (the rules are :mod:`stoker._sizing`'s). It decides after the first
+few batches and then looks again, slowly, every few dozen; the thread count is first
+decided from the first batch. It never touches which batches come out or the
 state: the parent plans every batch, whoever builds it.
 
 The rules, in words:
@@ -20,7 +22,9 @@ The rules, in words:
 * **Batches in flight.** With workers, ``depth`` grows while the consumer still
   waits for batches, up to what the memory budget holds, and shrinks towards one
   batch per worker while batches are always ready (the consumer is the bottleneck:
-  batches held ahead only cost memory).
+  batches held ahead only cost memory). When the thread count grows, ``depth``
+  grows with it to two batches per thread (within the budget): a thread without a
+  job waiting for it is of no use.
 
 This module is pure (no clocks, no threads), so every rule is tested on synthetic
 numbers.
@@ -29,7 +33,9 @@ numbers.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from ._sizing import ThreadSizer
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
@@ -53,6 +59,8 @@ MAX_AUTO_THREADS = 16
 """``num_workers="auto"`` starts at most this many thread workers."""
 DEFAULT_MEMORY_BUDGET = 1 << 30
 """Bytes that the batches in flight may take (``prefetch="auto"``): 1 GiB."""
+UNSIZED_BATCHES = 4 * MAX_AUTO_THREADS
+"""The most batches in flight (and thread workers) when a batch's size is unknown."""
 WAITING = 0.10
 """A consumer that waits this fraction of the time or more is waiting for batches."""
 IDLE = 0.03
@@ -66,11 +74,14 @@ MIN_WORK_SECONDS = 1e-6  # below the clock's resolution: treated as this
 
 
 def auto_num_workers(threads: bool = False) -> int:
-    """The worker count ``num_workers="auto"`` starts.
+    """The worker count ``num_workers="auto"`` settles to when the loader is built.
 
     Processes: one per usable core, at most 8. Threads (a pipeline that releases the
     GIL, whose records often wait on files or the network): four per core, at most
-    16; the tuner keeps only as many batches in flight as pay off.
+    16. Where the tuner sizes the threads (map-style data, see
+    :func:`stoker._exec.make.handover_applies`) they start at two per core, at most
+    this, and grow or shrink from there (:mod:`stoker._sizing`); elsewhere (streams,
+    a ``worker_init_fn``) this is the count.
 
     Example:
         >>> 1 <= auto_num_workers() <= MAX_AUTO_WORKERS
@@ -98,6 +109,11 @@ class Window:
         elapsed_seconds: wall time the window took.
         batch_bytes: bytes of one batch (0 when unknown).
         inline: whether the window ran inline (jobs built in ``next()``).
+        worker_seconds: the workers' wall time on the window's jobs, summed.
+        cpu_seconds: their CPU time on them.
+        cpu_wait_seconds: their time waiting for a CPU (runnable, not running).
+        first: the window is a pass's first batch, whose time includes starting
+            the pass: only the thread count is decided from it.
     """
 
     batches: int
@@ -106,15 +122,21 @@ class Window:
     elapsed_seconds: float
     batch_bytes: int = 0
     inline: bool = False
+    worker_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    cpu_wait_seconds: float = 0.0
+    first: bool = False
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What the tuner wants now: inline or workers, batches in flight, and why."""
+    """What the tuner wants now: inline or workers, batches in flight, and why; and
+    the number of workers (changed only by a tuner with a :class:`ThreadSizer`)."""
 
     inline: bool
     depth: int
     reason: str
+    workers: int
 
 
 class Tuner:
@@ -138,6 +160,8 @@ class Tuner:
         auto_depth: tune ``depth`` (``prefetch="auto"``); else keep it.
         auto_inline: allow the inline decision (``worker_mode="auto"``).
         memory_budget: bytes the batches in flight may take.
+        sizer: chooses the thread count (``num_workers="auto"`` on threads); None
+            keeps ``num_workers``.
     """
 
     def __init__(
@@ -148,13 +172,17 @@ class Tuner:
         auto_depth: bool = True,
         auto_inline: bool = True,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        sizer: ThreadSizer | None = None,
     ) -> None:
-        self.num_workers = max(1, num_workers)
+        self.sizer = sizer
+        self.num_workers = max(1, num_workers if sizer is None else sizer.workers)
         self.auto_depth = auto_depth
         self.auto_inline = auto_inline
         self.memory_budget = memory_budget
         start = depth if depth is not None else 2 * self.num_workers
-        self.decision = Decision(False, max(1, start), "starting: workers, as configured")
+        self.decision = Decision(
+            False, max(1, start), "starting: workers, as configured", self.num_workers
+        )
         self.history: list[Decision] = []
         self._worker_wait = 0.0  # per batch, in the last window on workers
         self._batch_bytes = 0
@@ -165,18 +193,34 @@ class Tuner:
         """True when ``batches`` (handed out since the last decision) call for one."""
         return batches >= self._next_at
 
+    @property
+    def workers(self) -> int:
+        """The number of workers wanted now."""
+        return self.sizer.workers if self.sizer is not None else self.num_workers
+
+    @property
+    def sized(self) -> bool:
+        """True unless a thread count is still to be decided from a first batch."""
+        return self.sizer is None or self.sizer.sized
+
+    def budget_batches(self) -> int:
+        """The batches the memory budget holds; while the size of a batch is unknown
+        (not NumPy arrays), :data:`UNSIZED_BATCHES`."""
+        if self._batch_bytes > 0:
+            return max(1, self.memory_budget // self._batch_bytes)
+        return UNSIZED_BATCHES
+
     def max_depth(self) -> int:
         """The most batches in flight: four per worker, within the memory budget."""
-        cap = 4 * self.num_workers
-        if self._batch_bytes > 0:
-            cap = min(cap, self.memory_budget // self._batch_bytes)
-        return max(1, cap)
+        return max(1, min(4 * self.workers, self.budget_batches()))
 
     def observe(self, window: Window) -> Decision:
         """Take one window's measurements; the decision for the next one."""
-        self._next_at = LATER_DECISIONS
         if window.batch_bytes > 0:
             self._batch_bytes = window.batch_bytes
+        if window.first:
+            return self._size_first(window)
+        self._next_at = max(LATER_DECISIONS, self.workers)
         if window.batches <= 0:
             return self.decision
         work = max(window.work_seconds / window.batches, MIN_WORK_SECONDS)
@@ -194,16 +238,59 @@ class Tuner:
 
     def _from_inline(self, current: Decision, work: float) -> Decision:
         if work > BACK_TO_WORKERS * max(self._worker_wait, MIN_WORK_SECONDS):
-            depth = min(2 * self.num_workers, self.max_depth())
+            depth = min(2 * self.workers, self.max_depth())
             return Decision(
                 False,
                 depth,
                 f"a batch now costs {_ms(work)} to build, more than {BACK_TO_WORKERS:g}x the "
                 f"{_ms(self._worker_wait)} the consumer waited for workers: back to workers",
+                self.workers,
             )
         return current
 
+    def _size_first(self, window: Window) -> Decision:
+        """The thread count from a pass's first batch (the other rules wait for a
+        window of batches)."""
+        current = self.decision
+        if self.sizer is None or self.sizer.sized or current.inline:
+            return current
+        decision = self._resize(current, window, None, waiting=True) or current
+        if decision != current:
+            self.history.append(decision)
+            self.decision = decision
+        return decision
+
+    def _resize(
+        self, current: Decision, w: Window, rate: float | None, waiting: bool
+    ) -> Decision | None:
+        """The decision with the sizer's new thread count, or None when it keeps it."""
+        if self.sizer is None:
+            return None
+        why = self.sizer.observe(
+            rate,
+            busy=w.worker_seconds,
+            cpu=w.cpu_seconds,
+            cpu_wait=w.cpu_wait_seconds,
+            waiting=waiting,
+            # A fixed prefetch bounds the jobs in flight: more threads would find none.
+            cap=self.budget_batches() if self.auto_depth else current.depth,
+        )
+        if why is None:
+            return None
+        n = self.sizer.workers
+        depth = current.depth
+        if self.auto_depth:  # two batches in flight a thread, within the budget
+            depth = max(n, min(2 * n, self.budget_batches()))
+        return replace(current, depth=max(1, depth), reason=why, workers=n)
+
     def _from_workers(self, current: Decision, work: float, wait: float, w: Window) -> Decision:
+        fraction = w.wait_seconds / w.elapsed_seconds if w.elapsed_seconds > 0 else 0.0
+        rate = w.batches / w.elapsed_seconds if w.elapsed_seconds > 0 else None
+        resized = self._resize(current, w, rate, waiting=fraction >= WAITING)
+        if resized is not None:
+            # Look again soon, for the check: once every thread finished a job or so.
+            self._next_at = max(FIRST_DECISION, resized.workers)
+            return resized
         hurt = self.auto_inline and wait > HURT * work
         confirmed, self._suspect = hurt and self._suspect, hurt and not self._suspect
         if self._suspect:
@@ -215,14 +302,14 @@ class Tuner:
                 f"next() waited {_ms(wait)} a batch for workers, more than the {_ms(work)} "
                 "it takes to build one: the hand-off costs more than the work, so batches "
                 "are built inline",
+                self.workers,
             )
         depth = min(current.depth, self.max_depth())
-        fraction = w.wait_seconds / w.elapsed_seconds if w.elapsed_seconds > 0 else 0.0
         reason = current.reason
         if self.auto_depth and fraction >= WAITING and depth < self.max_depth():
-            depth = min(self.max_depth(), depth + max(1, self.num_workers // 2))
+            depth = min(self.max_depth(), depth + max(1, self.workers // 2))
             reason = f"the consumer waited {fraction:.0%} of the time: {depth} batches in flight"
-        elif self.auto_depth and fraction < IDLE and depth > self.num_workers:
+        elif self.auto_depth and fraction < IDLE and depth > self.workers:
             depth -= 1
             reason = (
                 f"batches were always ready (waited {fraction:.1%} of the time): "
@@ -234,7 +321,7 @@ class Tuner:
             reason = f"the consumer waited {fraction:.0%} of the time: {depth} batches in flight"
         if current.inline:
             reason = "workers: " + reason
-        return Decision(False, depth, reason)
+        return Decision(False, depth, reason, self.workers)
 
 
 def _ms(seconds: float) -> str:

@@ -22,7 +22,9 @@ class WorkerInfo:
 
     Attributes:
         id: the worker's number in ``[0, num_workers)``.
-        num_workers: how many workers the loader runs.
+        num_workers: how many workers the loader runs (with ``num_workers="auto"`` on
+            threads, whose count changes while loading: how many ran when this
+            worker started).
         seed: this worker's own seed, in ``[0, 2**32)``: different for every worker of
             a loader, and the same in every run with the same loader seed (see
             :func:`worker_seed`). Seed per-worker libraries from it

@@ -83,6 +83,7 @@ class Done:
     cpu_seconds: float = 0.0
     transfer_seconds: float = 0.0
     nbytes: int = 0
+    cpu_wait_seconds: float = 0.0  # thread workers that measure it: waiting for a CPU
 
 
 class Submits(Protocol):

@@ -3,8 +3,9 @@
 After each batch it hands the tuner (:mod:`stoker._tuning`) what the window of jobs
 and the tally measured, and applies the decision to the
 :class:`~stoker._exec.handover.HandoverExecutor` and the window: inline or workers,
-and how many batches are in flight. It never changes which batches come out, nor
-the state: it only changes who builds them and how far ahead.
+how many batches are in flight and (``num_workers="auto"`` on threads) how many
+threads build them. It never changes which batches come out, nor the state: it only
+changes who builds them and how far ahead.
 """
 
 from __future__ import annotations
@@ -50,14 +51,43 @@ class Autotune:
         self._first = True
 
     def _mark(self) -> None:
+        tally = self._tally
         self._start = time.perf_counter()
         self._wait = self._window.wait_seconds
-        self._work = self._tally.fetch_seconds + self._tally.collate_seconds
+        self._work = tally.fetch_seconds + tally.collate_seconds
+        self._busy = (tally.work_seconds, tally.cpu_seconds, tally.cpu_wait_seconds)
         self._batches = 0
+
+    def _measured(self, batch: Any, first: bool = False) -> Window:
+        """What the jobs handed out since the last mark measured."""
+        tally = self._tally
+        busy, cpu, cpu_wait = self._busy
+        return Window(
+            batches=max(1, self._batches) if first else self._batches,
+            work_seconds=tally.fetch_seconds + tally.collate_seconds - self._work,
+            wait_seconds=self._window.wait_seconds - self._wait,
+            elapsed_seconds=time.perf_counter() - self._start,
+            batch_bytes=_nbytes(batch),
+            inline=self.executor.inline,
+            worker_seconds=tally.work_seconds - busy,
+            cpu_seconds=tally.cpu_seconds - cpu,
+            cpu_wait_seconds=tally.cpu_wait_seconds - cpu_wait,
+            first=first,
+        )
+
+    def _decide(self, window: Window) -> None:
+        tuner = self.executor.tuner
+        before = tuner.decision
+        decision = tuner.observe(window)
+        if decision != before:
+            _log.info("stoker auto: %s", decision.reason)
+        self._apply(decision)
 
     def _apply(self, decision: Decision) -> None:
         ex = self.executor
         ex.inline = decision.inline and ex.tuner.auto_inline
+        if ex.tuner.sizer is not None and decision.workers != ex.workers:
+            ex.resize(decision.workers)
         if not ex.inline:
             self._window.depth = decision.depth
         elif self._window.ordered:
@@ -83,28 +113,17 @@ class Autotune:
         ex = self.executor
         if self._first or not ex.settled:
             # Measure the executor the loader settles on, from its second batch: the
-            # first one includes starting the pass.
+            # first one includes starting the pass. Only a thread count still to be
+            # decided is decided from it (I/O-bound pipelines grow at once).
+            if self._first and not ex.tuner.sized and not ex.inline:
+                self._decide(self._measured(batch, first=True))
             self._first = False
             self._mark()
             return
         self._batches += 1
-        tuner = ex.tuner
-        if not tuner.due(self._batches):
+        if not ex.tuner.due(self._batches):
             return
-        work = self._tally.fetch_seconds + self._tally.collate_seconds - self._work
-        window = Window(
-            batches=self._batches,
-            work_seconds=work,
-            wait_seconds=self._window.wait_seconds - self._wait,
-            elapsed_seconds=time.perf_counter() - self._start,
-            batch_bytes=_nbytes(batch),
-            inline=ex.inline,
-        )
-        before = tuner.decision
-        decision = tuner.observe(window)
-        if decision != before:
-            _log.info("stoker auto: %s", decision.reason)
-        self._apply(decision)
+        self._decide(self._measured(batch))
         self._mark()
 
 

@@ -8,7 +8,8 @@ start in the background once the first batch is done, and jobs submitted after e
 process said it is ready go to the processes. When the measurements say that
 handing a batch to a worker costs more than building it (tiny records), jobs run on
 the caller's thread instead (inline), and go back to the workers if batches become
-expensive again (see :mod:`stoker._tuning`).
+expensive again (see :mod:`stoker._tuning`). With ``num_workers="auto"`` on threads,
+the tuner also sets how many threads run (:meth:`HandoverExecutor.resize`).
 
 Which executor runs a job never changes a batch or the state: the parent plans every
 job, and a job names its records and its place in the epoch.
@@ -33,6 +34,7 @@ from .._tuning import Tuner
 from ..errors import IteratorFailed
 from .executor import Executor, cancel_future
 from .jobs import Done, Job, Runtime, WorkerSpec
+from .merge import CannotMerge, concat_batches, joined_done
 from .threads import ThreadExecutor, contained
 
 __all__ = ["HandoverExecutor", "concat_batches"]
@@ -40,10 +42,6 @@ __all__ = ["HandoverExecutor", "concat_batches"]
 
 _START_JOIN_SECONDS = 30.0
 """How long :meth:`HandoverExecutor.close` waits for process workers still starting."""
-
-
-class CannotMerge(Exception):
-    """Sub-batches whose concatenation might differ from the whole batch."""
 
 
 class HandoverExecutor:
@@ -90,7 +88,8 @@ class HandoverExecutor:
         self.tuner = tuner if tuner is not None else Tuner(spec.num_workers)
         self.inline = False
         self._lock = threading.Lock()
-        self._fast = ThreadExecutor(spec, BufferPool(spec.batch_size, pool_slots))
+        sized = self.tuner.sizer is not None and start_target is None
+        self._fast = ThreadExecutor(spec, BufferPool(spec.batch_size, pool_slots), cpu_wait=sized)
         self._runtime = Runtime(spec, 0, "inline", BufferPool(spec.batch_size, 4))
         self._start_target = start_target
         self._target: Any = None
@@ -114,6 +113,19 @@ class HandoverExecutor:
                 spec = replace(self._spec, num_workers=0)
                 self._inline_executor = InlineExecutor(spec, BufferPool(spec.batch_size, 4))
             return self._inline_executor
+
+    @property
+    def workers(self) -> int:
+        """The workers taking jobs now (the thread count changes under ``resize``)."""
+        if self._start_target is None:
+            return self._fast.workers
+        return self.num_workers
+
+    def resize(self, count: int) -> None:
+        """Run ``count`` thread workers from now on (thread workers only; the count
+        of process workers is fixed)."""
+        if self._start_target is None:
+            self._fast.resize(count)
 
     # -- where a job goes ------------------------------------------------------------
 
@@ -207,7 +219,7 @@ class HandoverExecutor:
         the whole job is built again, on one worker.
         """
         ((ctx, indices),) = job.parts
-        pieces = [p for p in np.array_split(indices, self.num_workers) if len(p)]
+        pieces = [p for p in np.array_split(indices, self._fast.workers) if len(p)]
         if len(pieces) < 2:
             return self._fast.submit(job)
         subs = [
@@ -239,14 +251,7 @@ class HandoverExecutor:
                 whole = self._fast.submit(job)
                 whole.add_done_callback(lambda f: _copy(f, merged))
                 return
-            _settle(
-                merged,
-                Done(
-                    value,
-                    sum(d.fetch_seconds for d in dones),
-                    sum(d.collate_seconds for d in dones),
-                ),
-            )
+            _settle(merged, joined_done(value, dones))
 
         for sub in subs:
             if sub.cancelled():
@@ -335,39 +340,6 @@ class HandoverExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def concat_batches(parts: list[Any]) -> Any:
-    """One batch from consecutive sub-batches, exactly as one build would give it.
-
-    Example:
-        >>> concat_batches([np.array([1, 2]), np.array([3])]).tolist()
-        [1, 2, 3]
-        >>> sorted(concat_batches([{"a": np.zeros(1)}, {"a": np.ones(2)}])["a"].tolist())
-        [0.0, 1.0, 1.0]
-
-    Raises:
-        CannotMerge: when the parts are not arrays of one dtype and row shape (in
-            matching dicts or tuples): collating them at once might differ.
-    """
-    first = parts[0]
-    if isinstance(first, np.ndarray):
-        for p in parts:
-            if not isinstance(p, np.ndarray) or p.dtype != first.dtype:
-                raise CannotMerge
-            if p.ndim == 0 or p.shape[1:] != first.shape[1:] or p.dtype == object:
-                raise CannotMerge
-        return np.concatenate(parts)
-    if type(first) is dict:
-        keys = list(first)
-        if any(type(p) is not dict or list(p) != keys for p in parts):
-            raise CannotMerge
-        return {k: concat_batches([p[k] for p in parts]) for k in keys}
-    if type(first) is tuple:
-        if any(type(p) is not tuple or len(p) != len(first) for p in parts):
-            raise CannotMerge
-        return tuple(concat_batches([p[i] for p in parts]) for i in range(len(first)))
-    raise CannotMerge
 
 
 def _failed(error: BaseException) -> Future[Done]:

@@ -22,6 +22,7 @@ from .._dataset import Dataset, IterDataset, StreamCursor
 from .._epoch.jobs import EMPTY, Done, Job
 from .._stats import transform_time
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
+from .schedstat import cpu_wait_seconds
 
 __all__ = ["EMPTY", "Done", "Job", "Runtime", "Tally", "WorkerSpec"]
 
@@ -41,6 +42,7 @@ class Tally:
         self.transform_seconds = 0.0
         self.work_seconds = 0.0
         self.cpu_seconds = 0.0
+        self.cpu_wait_seconds = 0.0
         self.transfer_seconds = 0.0
         self.nbytes = 0
         self.skipped: list[tuple[int, str]] = []
@@ -64,6 +66,7 @@ class Tally:
         self.transform_seconds += done.transform_seconds
         self.work_seconds += done.work_seconds
         self.cpu_seconds += done.cpu_seconds
+        self.cpu_wait_seconds += done.cpu_wait_seconds
         self.transfer_seconds += done.transfer_seconds
         self.nbytes += done.nbytes
 
@@ -78,6 +81,7 @@ class Tally:
             if done.work_seconds:  # a worker's job (inline jobs report no worker time)
                 self.work_seconds += done.work_seconds
                 self.cpu_seconds += done.cpu_seconds
+                self.cpu_wait_seconds += done.cpu_wait_seconds
                 self.transfer_seconds += done.transfer_seconds
                 self.nbytes += done.nbytes
         if done.value is EMPTY:
@@ -122,9 +126,11 @@ class Runtime:
         pool: BufferPool | None,
         *,
         split: bool = False,
+        cpu_wait: bool = False,
     ) -> None:
         self.spec = spec
         self._inline = mode == "inline"
+        self._cpu_wait = cpu_wait  # also measure the time waiting for a CPU
         self.info = WorkerInfo(
             id=worker_id,
             num_workers=spec.num_workers,
@@ -159,10 +165,14 @@ class Runtime:
             done = self._run(job)
             done.transform_seconds = transform_time() - transform
             return done
+        if self._cpu_wait:
+            queued = cpu_wait_seconds()
         start, cpu = time.perf_counter(), time.thread_time()
         done = self._run(job)
         done.work_seconds = time.perf_counter() - start
         done.cpu_seconds = time.thread_time() - cpu
+        if self._cpu_wait:
+            done.cpu_wait_seconds = cpu_wait_seconds() - queued
         done.transform_seconds = transform_time() - transform
         return done
 

@@ -146,7 +146,9 @@ def _nothing() -> None:
 
 
 def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:
-    """True when ``worker_mode="auto"`` may start on threads and tune itself.
+    """True when ``worker_mode="auto"`` may start on threads and tune itself, or
+    ``num_workers="auto"`` may size its thread workers (under ``worker_mode="thread"``
+    too, then never inline).
 
     Not for streams (a part's cursor lives in the worker that reads it), nor with a
     ``worker_init_fn`` (it would run on the threads, then again in every process),
@@ -156,8 +158,9 @@ def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:
     guard must fail at the first batch, not after epochs that threads finished
     unnoticed).
     """
+    sized_threads = cfg.worker_mode == "thread" and cfg.auto_workers
     return (
-        cfg.worker_mode == "auto"
+        (cfg.worker_mode == "auto" or sized_threads)
         and mode in ("thread", "process")
         and cfg.num_workers > 0
         and cfg.worker_init_fn is None
@@ -167,10 +170,20 @@ def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:
 
 
 def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
-    """A :class:`~stoker._exec.handover.HandoverExecutor` towards ``mode``."""
+    """A :class:`~stoker._exec.handover.HandoverExecutor` towards ``mode``.
+
+    With ``num_workers="auto"`` on threads it starts two threads per core (at most
+    the count ``"auto"`` chose) and its tuner sizes them from there.
+    """
+    from .._sizing import ThreadSizer
+    from .._stats import available_cores
     from .._tuning import Tuner
     from .handover import HandoverExecutor
 
+    sizer = None
+    if mode == "thread" and cfg.auto_workers:
+        sizer = ThreadSizer.starting(available_cores(), most=cfg.num_workers)
+        spec = replace(spec, num_workers=sizer.workers)
     start_target = None
     if mode == "process":
 
@@ -185,8 +198,14 @@ def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
                 slot_cap=4 * cfg.num_workers + 4,
             )
 
-    depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
-    tuner = Tuner(cfg.num_workers, depth, auto_depth=cfg.tunes_depth)
+    depth = cfg.prefetch if cfg.prefetch else 2 * spec.num_workers
+    tuner = Tuner(
+        spec.num_workers,
+        depth,
+        auto_depth=cfg.tunes_depth,
+        auto_inline=cfg.worker_mode == "auto",
+        sizer=sizer,
+    )
     return HandoverExecutor(
         spec,
         target=mode,

@@ -4,13 +4,16 @@ An idle thread takes the next job, so one slow record holds up only the thread
 reading it, never a backlog assigned ahead. The exception is a stream part: its
 jobs go to the one thread that owns the part's open cursor. The threads share the process's memory:
 batches are built straight into the loader's recycled buffers and handed over as
-they are.
+they are. The number of threads may change while they run
+(:meth:`ThreadExecutor.resize`, for ``num_workers="auto"``): that changes only who
+runs the jobs, never a job.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 from .._batching.pool import BufferPool
 from ..errors import WorkerError
@@ -26,7 +29,8 @@ JOIN_SECONDS = 5.0
 
 
 class ThreadExecutor(QueuedExecutor):
-    """``num_workers`` daemon threads running jobs of one loader.
+    """``num_workers`` daemon threads running jobs of one loader; :meth:`resize` changes
+    how many.
 
     Example:
         >>> import numpy as np, stoker as sk
@@ -40,7 +44,9 @@ class ThreadExecutor(QueuedExecutor):
     Resources:
         Owns its threads (named ``stoker-worker-<i>``). :meth:`close` (idempotent)
         cancels queued jobs, lets each thread finish the record it is reading and
-        joins them; the owner calls it when it is closed or garbage collected.
+        joins them; the owner calls it when it is closed or garbage collected. A
+        thread that :meth:`resize` sends away finishes its job and ends; the next
+        :meth:`resize` or :meth:`close` joins it.
 
     Errors:
         An exception raised by a job (or by ``worker_init_fn``) is set on the job's
@@ -49,20 +55,80 @@ class ThreadExecutor(QueuedExecutor):
 
     mode = "thread"
 
-    def __init__(self, spec: WorkerSpec, pool: BufferPool) -> None:
+    def __init__(self, spec: WorkerSpec, pool: BufferPool, *, cpu_wait: bool = False) -> None:
         super().__init__(spec.num_workers)
         keep_large_blocks()
-        self._threads = [
-            threading.Thread(
-                target=self._work,
-                args=(Runtime(spec, i, "thread", pool),),
-                name=f"stoker-worker-{i}",
-                daemon=True,
-            )
-            for i in range(spec.num_workers)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._spec, self._pool, self._cpu_wait = spec, pool, cpu_wait
+        self._count = spec.num_workers  # threads wanted; ids 0 .. count - 1
+        self._threads: dict[int, threading.Thread] = {}  # by worker id, while it takes jobs
+        self._gone: list[threading.Thread] = []  # sent away by resize(), to be joined
+        self._sizing = threading.Lock()  # held while threads start: close() waits for them
+        self._grow()
+
+    @property
+    def workers(self) -> int:
+        """The number of threads taking jobs (those sent away finish their job first)."""
+        return self._count
+
+    def _grow(self) -> None:
+        """Start the workers below the count that are not running (outside the job
+        lock, so that the new threads need not wait for it one by one to start)."""
+        with self._sizing:
+            with self._cond:
+                if self._closed:
+                    return
+                new = []
+                for i in range(self._count):
+                    if i in self._threads:  # a thread sent away has left this map already
+                        continue
+                    # Its WorkerInfo says how many threads run as it starts.
+                    spec = replace(self._spec, num_workers=max(self._count, i + 1))
+                    runtime = Runtime(spec, i, "thread", self._pool, cpu_wait=self._cpu_wait)
+                    self._threads[i] = threading.Thread(
+                        target=self._work, args=(runtime,), name=f"stoker-worker-{i}", daemon=True
+                    )
+                    new.append(self._threads[i])
+            for thread in new:
+                thread.start()
+
+    def resize(self, count: int) -> None:
+        """Run ``count`` threads (at least one) from now on.
+
+        New threads start at once; threads past the count finish the job they are on
+        and end. Not for an executor that reads stream parts: a part's jobs go to the
+        thread that owns its cursor.
+
+        Example:
+            >>> import stoker as sk
+            >>> spec = WorkerSpec(sk.range(10), None, 2, "raise", 0, 2, None, None)
+            >>> with ThreadExecutor(spec, BufferPool(2, 4)) as ex:
+            ...     ex.resize(5); grown = ex.workers
+            ...     ex.resize(1)
+            ...     grown, ex.workers
+            (5, 1)
+        """
+        count = max(1, count)
+        if self.foreign:
+            return
+        with self._cond:
+            self._count = count
+            self._cond.notify_all()  # idle threads past the count end now
+        self._grow()
+        self._join_gone(0.0)
+
+    def _join_gone(self, seconds: float) -> None:
+        """Join the threads sent away that have ended (within ``seconds``, all together)."""
+        deadline = time.monotonic() + seconds
+        with self._sizing:  # close() sees every thread: here, or still in the list
+            with self._cond:
+                gone, self._gone = self._gone, []
+            left = []
+            for thread in gone:
+                thread.join(max(0.0, deadline - time.monotonic()))
+                if thread.is_alive():
+                    left.append(thread)
+            with self._cond:
+                self._gone.extend(left)
 
     def _queued(self, job: Job) -> None:
         if job.part >= 0:  # a stream part's job: only its owner may take it
@@ -80,10 +146,15 @@ class ThreadExecutor(QueuedExecutor):
         cond, worker_id = self._cond, runtime.info.id
         while True:
             with cond:
-                while not self._closed and (taken := self._next_for(worker_id)) is None:
+                while True:
+                    if self._closed:
+                        return
+                    if worker_id >= self._count:  # sent away by resize()
+                        self._leave(worker_id)
+                        return
+                    if (taken := self._next_for(worker_id)) is not None:
+                        break
                     cond.wait()
-                if self._closed or taken is None:
-                    return
                 job, future = taken
             try:
                 future.set_result(runtime.run(job))
@@ -93,11 +164,21 @@ class ThreadExecutor(QueuedExecutor):
                 future.set_exception(contained(exc, where, batch))
             del future, taken
 
+    def _leave(self, worker_id: int) -> None:
+        """Worker ``worker_id`` ends (lock held). No wake-up meant for a job is lost
+        with it: ``resize`` woke every idle thread when it sent this one away, and a
+        thread past the count never waits again."""
+        self._gone.append(self._threads.pop(worker_id))
+
+    def _all_threads(self) -> list[threading.Thread]:
+        with self._cond:
+            return [*self._threads.values(), *self._gone]
+
     def stacks(self) -> str:
         """The Python stack of every worker thread (for the watchdog's report)."""
         from .._watchdog import thread_stack
 
-        return "\n".join(f"thread {t.name}:\n{thread_stack(t)}" for t in self._threads)
+        return "\n".join(f"thread {t.name}:\n{thread_stack(t)}" for t in self._all_threads())
 
     def close(self) -> None:
         """Cancel queued jobs and end the threads (idempotent)."""
@@ -109,7 +190,9 @@ class ThreadExecutor(QueuedExecutor):
             self._cond.notify_all()
         deadline = time.monotonic() + JOIN_SECONDS
         current = threading.current_thread()
-        for thread in self._threads:
+        with self._sizing:  # threads still starting have started
+            threads = self._all_threads()
+        for thread in threads:
             if thread is not current:
                 thread.join(max(0.0, deadline - time.monotonic()))
 

@@ -8,7 +8,7 @@ waiting at once, so every row has a limit of ``workers / 2 ms`` samples/s (8,000
 
 Rows: ``stoker x16`` (``worker_mode="auto"``, which picks threads for a marked
 function), ``stoker thread x64``, ``stoker all auto`` (``num_workers="auto",
-prefetch="auto"``: four threads per core) and ``torch x16`` (16 worker processes). The
+prefetch="auto"``: threads sized while loading) and ``torch x16`` (16 worker processes). The
 records are read in order; record ``i`` is ``8 * i + arange(8)`` as int64.
 """
 
