@@ -265,8 +265,10 @@ class LoaderIterator(Generic[B]):
         w = self._window
         cfg = self._spec.config
         workers = cfg.num_workers if self._mode != "inline" else 0
+        sized = False
         if workers and self._handover is not None:  # "auto" may change the thread count
             workers = self._handover.workers
+            sized = self._handover.tuner.sizer is not None
         queue = 0.0
         if isinstance(w, JobWindow):
             wait, produce, depth = w.wait_seconds, fetch + collate, w.depth
@@ -315,6 +317,7 @@ class LoaderIterator(Generic[B]):
             depth=depth,
             cpu_count=available_cores(),
             first_batch_seconds=self._first_batch,
+            workers_sized=sized,
             mixture=self._spec.dataset._mixture_report(self._box.state),
         )
 

@@ -117,6 +117,8 @@ class LoaderStats:
             (workers starting, the window filling). The verdict judges the time after it.
         mixture: for a dataset built with ``sk.mix``, the realised share of each
             source so far in this epoch next to the weight asked for (None otherwise).
+        workers_sized: the thread count is sized while loading (``num_workers="auto"``
+            on threads); ``num_workers`` is the count now.
 
     Example:
         >>> import json, stoker as sk
@@ -159,6 +161,7 @@ class LoaderStats:
     cpu_count: int = 1
     first_batch_seconds: float = 0.0
     mixture: list[SourceShare] | None = None
+    workers_sized: bool = False
 
     def __post_init__(self) -> None:
         if not self.bottleneck:

@@ -71,6 +71,8 @@ class Counters(Protocol):
     def depth(self) -> int: ...
     @property
     def cpu_count(self) -> int: ...
+    @property
+    def workers_sized(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ def _cpu_work(s: Counters) -> bool:
 def _compute_bound(s: Counters, share: float) -> Verdict:
     reason = f"batches were ready; the loop waited for data {share:.0%} of the time"
     advice: list[str] = []
-    if s.num_workers > 1 and s.worker_utilisation < 0.3:
+    if s.num_workers > 1 and s.worker_utilisation < 0.3 and not s.workers_sized:
         advice.append(
             f"the workers were busy {s.worker_utilisation:.0%} of the time: fewer workers "
             "would free cores and memory"
@@ -236,6 +238,12 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
         if cpu_bound and n >= s.cpu_count:
             advice = (
                 f"every core is in use ({s.cpu_count} cores, {n} workers): {_cheaper(stage)}",
+            )
+        elif s.workers_sized:
+            advice = (
+                f"num_workers='auto' sizes the threads as it loads (now {n}) and adds "
+                "more while they help",
+                _cheaper(stage),
             )
         else:
             more = n * 2 if not cpu_bound else min(s.cpu_count, n * 2)

@@ -130,6 +130,28 @@ def test_busy_workers_with_free_cores_ask_for_more_workers():
     assert "cheaper decode" in verdict.advice[1]
 
 
+def test_busy_sized_threads_are_not_told_a_worker_count():
+    stats = _stats(
+        wait_seconds=8.0,
+        fetch_seconds=38.0,
+        collate_seconds=1.0,
+        work_seconds=39.0,
+        cpu_seconds=2.0,
+        num_workers=12,
+        worker_mode="thread",
+        worker_utilisation=0.97,
+        depth=24,
+        cpu_count=16,
+        workers_sized=True,
+    )
+    verdict = stats.verdict
+    assert verdict.kind == "input-bound"
+    assert "num_workers='auto' sizes the threads" in verdict.advice[0]
+    assert "now 12" in verdict.advice[0]
+    assert "num_workers=24" not in _text(stats)
+    assert stats.as_dict()["workers_sized"] is True
+
+
 def test_busy_workers_on_every_core_ask_for_a_cheaper_decode_not_more_workers():
     stats = _stats(
         wait_seconds=8.0,
