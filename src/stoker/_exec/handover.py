@@ -3,7 +3,8 @@
 Worker processes take a while to start (a fork, unpickling the pipeline); threads
 start at once. Under ``worker_mode="auto"`` a loader's executor is a
 :class:`HandoverExecutor`: its first jobs run on worker threads (the first batch of
-an iterator split across them, so that every core builds it), the worker processes
+an iterator split across them, so that every core builds it, later jobs held until
+it is done), the worker processes
 start in the background once the first batch is done, and jobs submitted after every
 process said it is ready go to the processes. When the measurements say that
 handing a batch to a worker costs more than building it (tiny records), jobs run on
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -102,6 +104,9 @@ class HandoverExecutor:
         self._created = time.perf_counter()
         self._spec = spec
         self._inline_executor: Executor | None = None
+        # While a first batch is split across the threads, later jobs wait here, so
+        # that no thread leaves it for the next batch before it is done.
+        self._held: list[tuple[Job, Future[Done]]] | None = None
 
     def inline_executor(self) -> Executor:
         """An executor that builds jobs on the thread asking for them, for an iterator
@@ -195,7 +200,24 @@ class HandoverExecutor:
     def _on_fast(self, job: Job, first: bool) -> Future[Done]:
         if first and self._split and job.kind == "build" and len(job.parts) == 1:
             return self._split_job(job)
+        with self._lock:
+            if self._held is not None:  # a split first batch has every thread
+                future: Future[Done] = Future()
+                self._held.append((job, future))
+                return future
         return self._fast.submit(job)
+
+    def _release(self) -> None:
+        """Hand the jobs held during a split first batch to the threads, in order."""
+        with self._lock:
+            held, self._held = self._held, None
+        for job, future in held or ():
+            if future.cancelled():
+                continue
+            if self._closed:
+                cancel_future(future)
+                continue
+            self._fast.submit(job).add_done_callback(partial(_copy, into=future))
 
     def _run_here(self, job: Job) -> Future[Done]:
         future: Future[Done] = Future()
@@ -222,13 +244,16 @@ class HandoverExecutor:
         pieces = [p for p in np.array_split(indices, self._fast.workers) if len(p)]
         if len(pieces) < 2:
             return self._fast.submit(job)
+        merged: Future[Done] = Future()
+        with self._lock:
+            self._held = []
+        merged.add_done_callback(lambda _f: self._release())
         subs = [
             self._fast.submit(
                 Job(job.seq, "build", ((ctx, p),), job.where, None, len(p), job.token)
             )
             for p in pieces
         ]
-        merged: Future[Done] = Future()
         left = [len(subs)]
         lock = threading.Lock()
 
@@ -304,6 +329,10 @@ class HandoverExecutor:
 
     def cancel(self, token: int) -> None:
         """Drop the queued jobs of iterator ``token`` wherever they wait."""
+        with self._lock:
+            held = [f for job, f in self._held or () if job.token == token]
+        for future in held:
+            cancel_future(future)
         self._fast.cancel(token)
         target = self._target
         if target is not None:
@@ -324,6 +353,9 @@ class HandoverExecutor:
         with self._lock:
             self._closed = True
             starter = self._starter
+            held, self._held = self._held, None
+        for _, future in held or ():
+            cancel_future(future)
         if starter is not None and starter is not threading.current_thread():
             starter.join(_START_JOIN_SECONDS)
         self._fast.close()
