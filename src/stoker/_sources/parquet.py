@@ -167,6 +167,39 @@ class ParquetDataset(TableDataset):
         """Row groups decoded so far by this copy of the dataset (cache misses)."""
         return 0 if self._cache is None else self._cache.decodes
 
+    def write_cache(self) -> int:
+        """Decode every row group not yet in ``cache_dir`` and write it there, now.
+
+        Without it, row groups are written as the first epoch reaches them; with it,
+        the first epoch too reads mapped data (as HuggingFace ``datasets`` converts a
+        Parquet file to its Arrow copy before use). Returns the row groups written.
+
+        Example:
+            >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+            >>> root = tempfile.mkdtemp()
+            >>> path = os.path.join(root, "t.parquet")
+            >>> pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=4)
+            >>> ds = from_parquet(path, cache_dir=os.path.join(root, "decoded"))
+            >>> ds.write_cache(), ds.write_cache()
+            (3, 0)
+
+        Errors:
+            ConfigError: the dataset was built without ``cache_dir``.
+        """
+        if self._spills is None:
+            raise ConfigError("write_cache() needs a dataset built with from_parquet(cache_dir=...)")
+        from .arrow_columns import table_columns
+
+        written = 0
+        for file_number, row_group in self._groups:
+            spill = self._spills[file_number]
+            if spill.has(row_group):
+                continue
+            handle = self._file(file_number)
+            table = handle.read_row_group(row_group, columns=self._columns)
+            written += spill.save(row_group, stack_columns(table_columns(table)))
+        return written
+
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
         """A shuffle aligned to row groups, for files larger than the decode cache.
 

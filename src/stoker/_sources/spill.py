@@ -141,6 +141,10 @@ class SpillFolder:
                 os.unlink(tmp)
             raise
 
+    def has(self, group: int) -> bool:
+        """Whether row group ``group`` has been written."""
+        return self._path(group).is_file()
+
     def save(self, group: int, columns: Columns) -> bool:
         """Write row group ``group``; False when it has no flat form or the write failed."""
         if not _spillable(columns):

@@ -47,7 +47,7 @@ import stoker as sk
 from ..base import BenchContext, Prepared, Runner, Target
 from . import workload
 from ._common import OrderSampler, index_batches
-from ._tables import AsArrays, hf_offline, module, parquet_shuffle, write_once
+from ._tables import AsArrays, decoded_parquet, hf_offline, module, parquet_shuffle, write_once
 
 RECORDS = 500_000
 QUICK_RECORDS = 50_000
@@ -290,7 +290,7 @@ def setup(ctx: BenchContext) -> Setup:
     """Write (or reuse) the token file and open it for both loaders."""
     n = count_records(ctx)
     path = tokens_file(ctx.cache_dir, n, ctx.log)
-    ds = sk.from_parquet(path)
+    ds = decoded_parquet(path, ctx)
     sampler, order, shuffle = parquet_shuffle(ds, path, SEED)
     hf: Any = None
     if ctx.wants("torch"):
