@@ -13,7 +13,7 @@ import numpy as np
 
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Columns, columns_nbytes, stack_columns, take_columns
+from .columns import Columns, columns_nbytes, stack_columns, take_columns, which_blocks
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
 from .extras import require
 from .remote import Remote, is_url
@@ -275,7 +275,7 @@ class ParquetDataset(TableDataset):
     def _read_columns(self, indices: np.ndarray) -> Columns:
         groups = np.searchsorted(self._starts, indices, side="right") - 1
         local = indices - self._starts[groups]
-        unique, block_of = np.unique(groups, return_inverse=True)
+        unique, block_of = which_blocks(groups)
         blocks = [self._row_group(g) for g in unique.tolist()]
         return take_columns(blocks, block_of.reshape(-1), local)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Columns, columns_nbytes, stack_columns, take_columns
+from .columns import Columns, columns_nbytes, stack_columns, take_columns, which_blocks
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
 from .table import TableDataset
 from .values import take_rows, to_column
@@ -219,7 +219,7 @@ class SQLiteDataset(TableDataset):
 
     def _read_columns(self, indices: np.ndarray) -> Columns:
         size = self._block_rows
-        blocks, block_of = np.unique(indices // size, return_inverse=True)
+        blocks, block_of = which_blocks(indices // size)
         if len(blocks) * _BLOCK_DENSITY <= len(indices):
             cache = self._cache
             if cache is None:

@@ -47,7 +47,14 @@ import stoker as sk
 from ..base import BenchContext, Prepared, Runner, Target, gigabytes
 from . import workload
 from ._common import OrderSampler, index_batches
-from ._tables import AsArrays, columns_array, module, parquet_shuffle, write_once
+from ._tables import (
+    AsArrays,
+    columns_array,
+    decoded_parquet,
+    module,
+    parquet_shuffle,
+    write_once,
+)
 
 FEATURES = 16
 COLUMNS = [f"f{i:02d}" for i in range(FEATURES)] + ["label"]
@@ -160,7 +167,7 @@ def prepare(ctx: BenchContext) -> Prepared:
     pq = module("pyarrow.parquet")
     n = count_rows(ctx)
     path = numeric_file(ctx.cache_dir, n, ctx.log)
-    ds = sk.from_parquet(path)
+    ds = decoded_parquet(path, ctx)
     sampler, order, shuffle = parquet_shuffle(ds, path, SEED)
     ctx.log(f"parquet_numeric: timing {READS} whole reads with pq.read_table")
     reads = read_seconds(path, READS)
