@@ -187,7 +187,9 @@ class ParquetDataset(TableDataset):
             ConfigError: the dataset was built without ``cache_dir``.
         """
         if self._spills is None:
-            raise ConfigError("write_cache() needs a dataset built with from_parquet(cache_dir=...)")
+            raise ConfigError(
+                "write_cache() needs a dataset built with from_parquet(cache_dir=...)"
+            )
         from .arrow_columns import table_columns
 
         written = 0

@@ -129,7 +129,7 @@ class SpillFolder:
     def _path(self, group: int) -> Path:
         return self.folder / f"rg-{group:06d}.bin"
 
-    def _write_atomic(self, target: Path, *parts: bytes | memoryview) -> None:
+    def _write_atomic(self, target: Path, *parts: bytes | memoryview[int]) -> None:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -167,11 +167,11 @@ class SpillFolder:
             elif isinstance(column, Ragged):
                 values, offsets = number(column.values), number(column.offsets)
                 entries.append({"name": name, "values": values, "offsets": offsets})
-            else:
+            elif isinstance(column, np.ndarray):
                 entries.append({"name": name, "array": number(column)})
-        layout = []
-        for array in arrays:
-            layout.append({"dtype": array.dtype.str, "shape": list(array.shape)})
+        layout: list[dict[str, Any]] = [
+            {"dtype": a.dtype.str, "shape": list(a.shape), "offset": 0} for a in arrays
+        ]
         header = {"columns": entries, "arrays": layout}
         prefix = len(_MAGIC) + 8
         start = 0
@@ -184,11 +184,11 @@ class SpillFolder:
             if _aligned(prefix + len(head)) <= start:
                 break
             start = _aligned(prefix + len(head))
-        parts: list[bytes | memoryview] = [_MAGIC, len(head).to_bytes(8, "little"), head]
+        parts: list[bytes | memoryview[int]] = [_MAGIC, len(head).to_bytes(8, "little"), head]
         written = len(_MAGIC) + 8 + len(head)
         for spec, array in zip(layout, arrays, strict=True):
             parts.append(b"\0" * (spec["offset"] - written))
-            parts.append(memoryview(array.reshape(-1).view(np.uint8)))
+            parts.append(array.reshape(-1).view(np.uint8).data)
             written = spec["offset"] + array.nbytes
         try:
             self._write_atomic(self._path(group), *parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import urllib.parse
@@ -167,6 +168,11 @@ class SQLiteDataset(TableDataset):
         """Consecutive records read together by one range query (see the class docstring)."""
         return self._block_rows
 
+    @property
+    def blocks_read(self) -> int:
+        """Blocks read by range query so far by this copy of the dataset (cache misses)."""
+        return 0 if self._cache is None else self._cache.decodes
+
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
         """A shuffle aligned to blocks of ``block_rows`` records: range scans, not lookups.
 
@@ -225,7 +231,7 @@ class SQLiteDataset(TableDataset):
             if cache is None:
                 cache = self._cache = DecodeCache(self._cache_bytes)
             read = [
-                cache.get(b, lambda b=b: self._read_block(b), columns_nbytes)
+                cache.get(b, functools.partial(self._read_block, b), columns_nbytes)
                 for b in blocks.tolist()
             ]
             return take_columns(read, block_of.reshape(-1), indices - blocks[block_of] * size)
@@ -405,7 +411,9 @@ def from_sqlite(
     params = _check_params(params)
     for name, value in (("block_rows", block_rows), ("cache_bytes", cache_bytes)):
         if not isinstance(value, int) or isinstance(value, bool) or value < (name == "block_rows"):
-            raise ConfigError(f"{name} must be an int >= {int(name == 'block_rows')}, got {value!r}")
+            raise ConfigError(
+                f"{name} must be an int >= {int(name == 'block_rows')}, got {value!r}"
+            )
     full = os.path.abspath(text)
     conn = _connect(full)
     try:
