@@ -223,6 +223,19 @@ class PackDataset(UnaryNode[Row]):
         return f"PackDataset(len={len(self)}, length={self._length}, fields={self._fields})"
 
 
+_COUNTING: dict[int, np.ndarray] = {}
+
+
+def _counting(length: int) -> np.ndarray:
+    """``np.arange(length, dtype=np.int32)``, made once per length (read-only)."""
+    counting = _COUNTING.get(length)
+    if counting is None:
+        counting = np.arange(length, dtype=np.int32)
+        counting.flags.writeable = False
+        _COUNTING[length] = counting
+    return counting
+
+
 def _row_length(length: object) -> int:
     if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 1:
         raise ConfigError(f"pack() needs a length that is an int >= 1, got {length!r}")
@@ -325,37 +338,37 @@ class Packer:
         self._free[row] -= n
 
     def take(self) -> tuple[list[Row], list[tuple[int, int]]]:
-        pieces, free, taken = self._pieces, self._free, self._taken
+        pieces, taken = self._pieces, self._taken
         self._reset()
         if not pieces:
             return [], taken
-        length, nrows, first = self._length, len(pieces), self._fields[0]
-        flat_pieces = [p for row in pieces for p in row]
-        lens = np.array([len(p[first]) for p in flat_pieces], dtype=np.int64)
-        totals = length - np.array(free, dtype=np.int64)  # tokens in each row
-        mask = np.arange(length) < totals[:, None]
+        length, nrows, fields = self._length, len(pieces), self._fields
         batch: dict[str, np.ndarray] = {}
-        for f in self._fields:
-            flat = np.concatenate([p[f] for p in flat_pieces])
+        for f in fields:
+            dtype = np.result_type(*(p[f] for row in pieces for p in row))
             try:
-                out = np.full((nrows, length), self._fills[f], dtype=flat.dtype)
+                batch[f] = np.full((nrows, length), self._fills[f], dtype=dtype)
             except (OverflowError, TypeError, ValueError) as exc:
                 raise CollateError(
                     f"cannot pad {f!r} with {self._fills[f]!r}: {exc}; choose a pad_value "
-                    f"that {flat.dtype} can hold"
+                    f"that {np.dtype(dtype)} can hold"
                 ) from exc
-            out[mask] = flat
-            batch[f] = out
-        per_row = np.array([len(row) for row in pieces], dtype=np.int64)  # pieces a row
-        first_piece = np.cumsum(per_row) - per_row
-        seg_of_piece = np.arange(len(lens)) - np.repeat(first_piece, per_row) + 1
-        starts = np.cumsum(lens) - lens
         segment_ids = np.zeros((nrows, length), dtype=np.int32)
-        segment_ids[mask] = np.repeat(seg_of_piece, lens)
         positions = np.zeros((nrows, length), dtype=np.int32)
-        positions[mask] = np.arange(int(lens.sum()), dtype=np.int32) - np.repeat(
-            starts.astype(np.int32), lens
-        )
+        counting = _counting(length)
+        outs = [batch[f] for f in fields]
+        first = fields[0]
+        # One slice copy per piece and field: pieces are long, so this moves memory at
+        # copy speed instead of building masks and index arrays the size of the batch.
+        for r, row in enumerate(pieces):
+            start = 0
+            for segment, piece in enumerate(row, 1):
+                stop = start + len(piece[first])
+                for f, out in zip(fields, outs, strict=True):
+                    out[r, start:stop] = piece[f]
+                segment_ids[r, start:stop] = segment
+                positions[r, start:stop] = counting[: stop - start]
+                start = stop
         batch[SEGMENT_IDS] = segment_ids
         batch[POSITIONS] = positions
         rows = [{k: v[i] for k, v in batch.items()} for i in range(nrows)]
