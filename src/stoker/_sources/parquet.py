@@ -93,7 +93,9 @@ class ParquetDataset(TableDataset):
     shuffled epoch decodes each row group about once while the row groups it visits
     fit. When the files are larger than that, shuffle with
     :meth:`shuffle_sampler` (contiguous row groups in random order, mixed within a
-    window), which visits only a few row groups at a time.
+    window), which visits only a few row groups at a time. With ``cache_dir``, a row
+    group is decoded once, ever: it is written to local disk as NumPy data and every
+    later read maps it (see :func:`from_parquet`).
 
     Example:
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -106,7 +108,8 @@ class ParquetDataset(TableDataset):
     Resources:
         Each thread that reads opens its own handle on each file it reads; handles and
         the cache of decoded row groups are left out of a pickle and opened again in
-        each worker.
+        each worker. A row group mapped from ``cache_dir`` holds a read-only memory map
+        (and its file descriptor) while it is in the cache (counted at its size).
 
     Errors:
         See :func:`from_parquet`.
@@ -309,7 +312,10 @@ def from_parquet(
             size of the columns read, one copy per file and column selection (keyed
             by path, size, modification time and columns; an older copy of the same
             file is removed when the dataset is built). Row groups with string or
-            binary columns are not written. See ``stoker._sources.spill``.
+            binary columns are not written. For a URL, the version is the size and
+            whatever the server reports of a modification time or ETag: over plain
+            HTTP without them, a changed file of the same size is not noticed (delete
+            the folder).
         storage_options: options for the fsspec file system of URL paths (such as
             credentials or an endpoint).
 

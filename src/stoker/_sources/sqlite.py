@@ -409,11 +409,9 @@ def from_sqlite(
     if not isinstance(query_or_table, str) or not query_or_table.strip():
         raise ConfigError(f"query_or_table must be a table name or a query, got {query_or_table!r}")
     params = _check_params(params)
-    for name, value in (("block_rows", block_rows), ("cache_bytes", cache_bytes)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < (name == "block_rows"):
-            raise ConfigError(
-                f"{name} must be an int >= {int(name == 'block_rows')}, got {value!r}"
-            )
+    for name, value, least in (("block_rows", block_rows, 1), ("cache_bytes", cache_bytes, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ConfigError(f"{name} must be an int >= {least}, got {value!r}")
     full = os.path.abspath(text)
     conn = _connect(full)
     try:
