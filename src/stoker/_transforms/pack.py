@@ -186,7 +186,7 @@ class PackDataset(UnaryNode[Row]):
                     f"got {n} and {len(a)} tokens ({f!r})"
                 )
             n = len(a)
-            out[f] = a if self._split else a[: self._length]
+            out[f] = a if self._split or n <= self._length else a[: self._length]
         return out
 
     def __getitem__(self, index: int) -> NoReturn:
@@ -292,11 +292,19 @@ class Packer:
         if n == 0:  # nothing to place: consumed all the same
             self._taken.append((epoch, index))
             return True
-        if n <= length:
-            row = self._fit(n)
-            if row < 0:
-                return False
-            self._place(row, record, n)
+        if n <= length:  # the common case, inlined: first fit, then place
+            free = self._free
+            for row, room in enumerate(free):
+                if room >= n:
+                    break
+            else:
+                if len(free) == self._rows:
+                    return False
+                row = len(free)
+                free.append(length)
+                self._pieces.append([])
+            self._pieces[row].append(record)
+            free[row] -= n
         else:  # overflow="split" (records were truncated otherwise)
             whole, rest = divmod(n, length)
             if whole + (rest > 0) > self._rows:
