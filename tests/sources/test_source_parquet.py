@@ -378,3 +378,29 @@ def test_a_cache_dir_that_cannot_be_made_is_a_config_error(root, tmp_path):
     blocker.write_text("")
     with pytest.raises(sk.ConfigError, match="cache_dir"):
         sk.from_parquet(root, cache_dir=blocker / "sub")
+
+
+def test_cache_dir_keeps_every_numeric_type(tmp_path):
+    n = 50
+    table = pa.table(
+        {
+            "when": pa.array(np.arange(n).astype("datetime64[ms]")),
+            "day": pa.array(np.arange(n).astype("datetime64[D]")),
+            "small": pa.array(np.arange(n, dtype=np.uint8)),
+            "half": pa.array(np.linspace(0, 1, n).astype(np.float16)),
+            "empty": pa.array([[] for _ in range(n)], type=pa.list_(pa.float64())),
+            "pairs": pa.array(
+                [[[i, -i]] * (i % 3) for i in range(n)], type=pa.list_(pa.list_(pa.int16(), 2))
+            ),
+        }
+    )
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=16)
+    plain = sk.from_parquet(tmp_path / "t.parquet")
+    cached = sk.from_parquet(tmp_path / "t.parquet", cache_dir=tmp_path / "c")
+    assert cached.write_cache() == 4
+    order = np.random.default_rng(0).permutation(n).tolist()
+    for want, got in zip(plain.__getitems__(order), cached.__getitems__(order), strict=True):
+        assert list(got) == list(want)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key])
+            assert np.asarray(got[key]).dtype == np.asarray(want[key]).dtype
