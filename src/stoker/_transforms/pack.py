@@ -294,7 +294,7 @@ class Packer:
             return True
         if n <= length:  # the common case, inlined: first fit, then place
             free = self._free
-            for row, room in enumerate(free):
+            for row, room in enumerate(free):  # noqa: B007 (row: the one found, after break)
                 if room >= n:
                     break
             else:
