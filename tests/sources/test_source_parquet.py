@@ -1,6 +1,7 @@
 import functools
 import os
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -290,3 +291,116 @@ def test_pad_collate_over_a_table_source_equals_padding_its_records(root):
                 np.testing.assert_array_equal(batch[key], expected[key])
             else:
                 assert batch[key] == expected[key]
+
+
+NUMERIC = ["id", "score", "flag", "tokens", "vec"]  # no strings: every row group is written
+
+
+def test_cache_dir_gives_the_same_batches_and_later_reads_need_no_decode(root, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("decoded")
+    pad = functools.partial(sk.pad_collate, max_length=4)
+    plain = sk.from_parquet(root, columns=NUMERIC)
+    cached = sk.from_parquet(root, columns=NUMERIC, cache_dir=cache, cache_bytes=1)
+    assert len(cached.cache_folders) == 2
+    for collate_fn in (None, pad):
+        kwargs = {"batch_size": 20, "shuffle": True, "seed": 4, "collate_fn": collate_fn}
+        if collate_fn is None:
+            plain_ds = sk.from_parquet(root, columns=["id", "score", "flag", "vec"])
+            cached_ds = sk.from_parquet(
+                root, columns=["id", "score", "flag", "vec"], cache_dir=cache
+            )
+        else:
+            plain_ds, cached_ds = plain, cached
+        assert_same_batches(
+            sk.DataLoader(plain_ds, **kwargs), sk.DataLoader(cached_ds, **kwargs), epochs=2
+        )
+    groups = len(cached.row_group_sizes)
+    written = sorted(p.name for f in cached.cache_folders for p in Path(f).glob("rg-*.bin"))
+    assert len(written) == groups
+    # A new dataset over the same files reads the decoded copy: it needs no Parquet file.
+    again = sk.from_parquet(root, columns=NUMERIC, cache_dir=cache)
+    expected = [{k: _plain(v) for k, v in r.items()} for r in plain.__getitems__(range(len(plain)))]
+    os.rename(root / "a.parquet", root / "a.moved")
+    got = again.__getitems__(range(len(again)))
+    assert [{k: _plain(v) for k, v in r.items()} for r in got] == expected
+
+
+def test_write_cache_writes_every_row_group_once_and_leaves_strings_out(root, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("decoded")
+    ds = sk.from_parquet(root, columns=NUMERIC, cache_dir=cache)
+    assert ds.write_cache() == len(ds.row_group_sizes)
+    assert ds.write_cache() == 0
+    with_strings = sk.from_parquet(root, columns=["id", "name"], cache_dir=cache)
+    assert with_strings.write_cache() == 0  # strings have no flat form: kept in memory only
+    assert with_strings[7]["name"] == "row-7"
+    with pytest.raises(sk.ConfigError, match="cache_dir"):
+        sk.from_parquet(root).write_cache()
+
+
+def test_a_changed_file_gets_a_new_cache_folder_and_the_old_one_goes(tmp_path):
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": np.arange(10), "y": np.ones(10)}), path, row_group_size=4)
+    first = sk.from_parquet(path, cache_dir=tmp_path / "c")
+    first.write_cache()
+    only_x = sk.from_parquet(path, columns=["x"], cache_dir=tmp_path / "c")
+    assert only_x.cache_folders != first.cache_folders  # one copy per column selection
+    pq.write_table(pa.table({"x": np.arange(100, 112), "y": np.ones(12)}), path, row_group_size=4)
+    second = sk.from_parquet(path, cache_dir=tmp_path / "c")
+    assert second.cache_folders != first.cache_folders
+    assert not Path(first.cache_folders[0]).exists()  # the stale copy is removed
+    assert Path(only_x.cache_folders[0]).exists()  # another selection: left alone
+    batch = next(iter(sk.DataLoader(second, batch_size=12)))
+    assert batch["x"].tolist() == list(range(100, 112))
+
+
+def test_cache_dir_is_shared_by_process_workers_and_resumes(root, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("decoded")
+    ds = sk.from_parquet(root, columns=NUMERIC, cache_dir=cache, cache_bytes=1)
+    assert len(pickle.dumps(ds)) < 3000
+    assert_same_in_every_mode(
+        ds,
+        epochs=2,
+        batch_size=16,
+        shuffle=True,
+        seed=2,
+        collate_fn=functools.partial(sk.pad_collate, max_length=6),
+    )
+    loader = sk.DataLoader(
+        ds, batch_size=32, sampler=ds.shuffle_sampler(seed=1), collate_fn=sk.pad_collate
+    )
+    assert_resumes_exactly(loader, epochs=1)
+    files = list(Path(ds.cache_folders[0]).iterdir())
+    assert not [f for f in files if f.suffix == ".tmp"]  # only whole files, renamed into place
+
+
+def test_a_cache_dir_that_cannot_be_made_is_a_config_error(root, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(sk.ConfigError, match="cache_dir"):
+        sk.from_parquet(root, cache_dir=blocker / "sub")
+
+
+def test_cache_dir_keeps_every_numeric_type(tmp_path):
+    n = 50
+    table = pa.table(
+        {
+            "when": pa.array(np.arange(n).astype("datetime64[ms]")),
+            "day": pa.array(np.arange(n).astype("datetime64[D]")),
+            "small": pa.array(np.arange(n, dtype=np.uint8)),
+            "half": pa.array(np.linspace(0, 1, n).astype(np.float16)),
+            "empty": pa.array([[] for _ in range(n)], type=pa.list_(pa.float64())),
+            "pairs": pa.array(
+                [[[i, -i]] * (i % 3) for i in range(n)], type=pa.list_(pa.list_(pa.int16(), 2))
+            ),
+        }
+    )
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=16)
+    plain = sk.from_parquet(tmp_path / "t.parquet")
+    cached = sk.from_parquet(tmp_path / "t.parquet", cache_dir=tmp_path / "c")
+    assert cached.write_cache() == 4
+    order = np.random.default_rng(0).permutation(n).tolist()
+    for want, got in zip(plain.__getitems__(order), cached.__getitems__(order), strict=True):
+        assert list(got) == list(want)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key])
+            assert np.asarray(got[key]).dtype == np.asarray(want[key]).dtype

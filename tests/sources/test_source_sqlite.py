@@ -174,3 +174,63 @@ def test_rows_deleted_after_build_are_named(tmp_path):
     conn.close()
     with pytest.raises(RuntimeError, match="changed after the dataset was built"):
         run_epochs(sk.DataLoader(ds, batch_size=4))
+
+
+@pytest.fixture
+def big(tmp_path):
+    return make_db(tmp_path / "big.db", rows=2000)
+
+
+@pytest.mark.parametrize("source", ["t", "SELECT * FROM t ORDER BY id"])
+def test_block_shuffle_reads_every_row_once_by_range_queries(big, source):
+    ds = sk.from_sqlite(big, source, block_rows=64)
+    sampler = ds.shuffle_sampler(seed=3, window=128)
+    assert (sampler.chunk_size, sampler.window) == (64, 128)
+    expected = sqlite_rows(big, f"SELECT id, x, name, data FROM ({source})")
+    seen = []
+    for batch in sk.DataLoader(ds, batch_size=64, sampler=sampler):
+        seen.extend(
+            zip(
+                batch["id"].tolist(), batch["x"].tolist(), batch["name"], batch["data"], strict=True
+            )
+        )
+    assert sorted(seen) == sorted(expected)
+    assert [r[0] for r in seen] != sorted(r[0] for r in seen)  # shuffled
+    assert ds.blocks_read == -(-len(ds) // 64)  # every block read once, by one range query
+
+
+def test_block_reads_equal_row_lookups(big):
+    blocks = sk.from_sqlite(big, "t", block_rows=32)
+    rows = sk.from_sqlite(big, "t", block_rows=1)  # never 16 rows a block: row lookups
+    sampler = blocks.shuffle_sampler(seed=0)
+    assert_same_batches(
+        sk.DataLoader(blocks, batch_size=64, sampler=sampler),
+        sk.DataLoader(rows, batch_size=64, sampler=sampler),
+    )
+    assert blocks.blocks_read > 0
+    assert rows.blocks_read == 0
+    plain = sk.DataLoader(blocks, batch_size=64, shuffle=True, seed=2)
+    again = sk.DataLoader(rows, batch_size=64, shuffle=True, seed=2)
+    assert_same_batches(plain, again)  # the plain shuffle reads by rowid
+
+
+def test_block_shuffle_same_in_every_mode_and_resumes(big):
+    ds = sk.from_sqlite(big, "t", block_rows=64)
+    base = sk.DataLoader(ds, batch_size=64, sampler=ds.shuffle_sampler(seed=1))
+    for mode in ("thread", "process"):
+        other = sk.DataLoader(
+            ds, batch_size=64, sampler=ds.shuffle_sampler(seed=1), num_workers=2, worker_mode=mode
+        )
+        assert_same_batches(base, other, epochs=2)
+    assert_resumes_exactly(base, epochs=2, max_stops=4)
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.blocks_read == 0
+    assert copy.block_rows == 64
+
+
+def test_bad_block_options(db):
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(sk.ConfigError, match="block_rows"):
+            sk.from_sqlite(db, "t", block_rows=bad)
+    with pytest.raises(sk.ConfigError, match="cache_bytes"):
+        sk.from_sqlite(db, "t", cache_bytes=-1)

@@ -33,6 +33,7 @@ __all__ = [
     "columns_nbytes",
     "stack_columns",
     "take_columns",
+    "which_blocks",
 ]
 
 
@@ -130,7 +131,8 @@ def column_batch(columns: Columns, out: Any = None) -> Any:
 
 
 def columns_nbytes(columns: Columns) -> int:
-    """About how much memory ``columns`` hold (strings and bytes: their lengths + 50 each).
+    """About how much memory ``columns`` hold (strings and bytes: their lengths + 50 each,
+    estimated from a sample of 64 values in longer lists).
 
     Example:
         >>> import numpy as np
@@ -144,8 +146,20 @@ def columns_nbytes(columns: Columns) -> int:
         elif isinstance(column, np.ndarray):
             total += column.nbytes
         else:
-            total += sum(50 + len(v) if isinstance(v, str | bytes) else 50 for v in column)
+            total += _list_nbytes(column)
     return total
+
+
+_SAMPLE = 64
+
+
+def _list_nbytes(column: list[Any]) -> int:
+    """50 bytes a value plus the lengths of strings and bytes: exact up to 64 values,
+    else estimated from 64 evenly spaced ones (a whole block is too slow to measure)."""
+    n = len(column)
+    sample = column if n <= _SAMPLE else column[:: n // _SAMPLE][:_SAMPLE]
+    sized = sum(len(v) for v in sample if isinstance(v, str | bytes))
+    return 50 * n + (sized if n <= _SAMPLE else sized * n // len(sample))
 
 
 class StackedColumns(dict[str, "Column"]):
@@ -212,33 +226,68 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
     if len(blocks) == 1:
         wheres = [np.arange(len(rows))]
     else:
-        order = np.argsort(block_of, kind="stable")
-        bounds = np.searchsorted(block_of[order], np.arange(len(blocks) + 1))
+        # block_of holds few distinct small ints: a stable sort of them as 16-bit ints
+        # is NumPy's radix sort, and the bounds are the cumulated counts.
+        small = block_of.astype(np.uint16) if len(blocks) <= 1 << 16 else block_of
+        order = np.argsort(small, kind="stable")
+        bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(block_of, minlength=len(blocks)), out=bounds[1:])
         wheres = [order[bounds[k] : bounds[k + 1]] for k in range(len(blocks))]
+    picked = [rows[w] for w in wheres] if len(blocks) > 1 else [rows]
+    first = blocks[0]
+    stacks = first.stacks if isinstance(first, StackedColumns) else {}
+    if stacks and not all(
+        isinstance(b, StackedColumns) and b.stacks.keys() == stacks.keys() for b in blocks[1:]
+    ):
+        stacks = {}  # blocks stacked differently: gather column by column
     result: Columns = {}
-    stacks = [b.stacks if isinstance(b, StackedColumns) else {} for b in blocks]
-    gathered: dict[int, np.ndarray] = {}  # a block of blocks[0] (by id) -> its rows
-    for name, first in blocks[0].items():
-        if all(name in st for st in stacks):
-            block0, position = stacks[0][name]
+    gathered: dict[int, np.ndarray] = {}  # a 2-D block of the first block (by id) -> rows
+    for name, column in first.items():
+        stacked = stacks.get(name)
+        if stacked is not None:
+            block0, position = stacked
             rows_of = gathered.get(id(block0))
             if rows_of is None:
-                pieces = [st[name][0][rows[w]] for st, w in zip(stacks, wheres, strict=True)]
-                rows_of = pieces[0] if len(pieces) == 1 else _scatter_rows(pieces, wheres)
+                if len(blocks) == 1:
+                    rows_of = block0[rows]
+                else:
+                    pieces = [
+                        b.stacks[name][0][r]  # type: ignore[attr-defined]
+                        for b, r in zip(blocks, picked, strict=True)
+                    ]
+                    rows_of = _scatter_rows(pieces, wheres)
                 gathered[id(block0)] = rows_of
             result[name] = rows_of[:, position]
             continue
         if len(blocks) == 1:
-            result[name] = _take_one(first, rows)
+            result[name] = _take_one(column, rows)
             continue
-        if isinstance(first, Ragged) and len(rows) <= _ROW_BY_ROW:
+        if isinstance(column, Ragged) and len(rows) <= _ROW_BY_ROW:
             result[name] = _ragged_rows([b[name] for b in blocks], block_of, rows, name)
             continue
-        parts = [
-            _take_one(block[name], rows[where]) for block, where in zip(blocks, wheres, strict=True)
-        ]
-        result[name] = _scatter(first, parts, wheres, len(rows), name)
+        parts = [_take_one(b[name], r) for b, r in zip(blocks, picked, strict=True)]
+        result[name] = _scatter(column, parts, wheres, len(rows), name)
     return result
+
+
+def which_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(blocks, return_inverse=True)`` for small non-negative ints (block
+    numbers), by counting instead of sorting.
+
+    Example:
+        >>> import numpy as np
+        >>> unique, inverse = which_blocks(np.array([7, 3, 7, 5]))
+        >>> unique.tolist(), inverse.tolist()
+        ([3, 5, 7], [2, 0, 2, 1])
+    """
+    if len(blocks) == 0:
+        return blocks[:0].astype(np.int64), blocks[:0].astype(np.int64)
+    low = int(blocks.min())
+    counts = np.bincount(blocks - low)
+    present = counts > 0
+    unique = np.flatnonzero(present) + low
+    number = np.cumsum(present) - 1
+    return unique, number[blocks - low]
 
 
 _ROW_BY_ROW = 64
@@ -249,17 +298,25 @@ _ROW_BY_ROW = 64
 def _ragged_rows(
     columns: list[Column], block_of: np.ndarray, rows: np.ndarray, name: str
 ) -> Ragged:
-    """Rows ``rows`` of the list columns of several blocks, one slice per row."""
-    pieces = []
-    for b, r in zip(block_of.tolist(), rows.tolist(), strict=True):
-        column = columns[b]
+    """Rows ``rows`` of the list columns of several blocks, one slice per row (the
+    bounds looked up with one NumPy call per block)."""
+    starts = np.empty(len(rows), dtype=np.int64)
+    stops = np.empty(len(rows), dtype=np.int64)
+    values = []
+    for k, column in enumerate(columns):
         if not isinstance(column, Ragged):
             raise TypeError(f"column {name!r} changed kind between blocks")
-        start, stop = column.offsets[r : r + 2].tolist()
-        pieces.append(column.values[start:stop])
-    lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-    offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+        where = block_of == k
+        picked = rows[where]
+        starts[where] = column.offsets[picked]
+        stops[where] = column.offsets[picked + 1]
+        values.append(column.values)
+    pieces = [
+        values[b][a:z]
+        for b, a, z in zip(block_of.tolist(), starts.tolist(), stops.tolist(), strict=True)
+    ]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(stops - starts, out=offsets[1:])
     return Ragged(np.concatenate(pieces), offsets)
 
 

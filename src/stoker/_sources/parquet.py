@@ -13,9 +13,11 @@ import numpy as np
 
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Columns, columns_nbytes, stack_columns, take_columns
+from .columns import Columns, columns_nbytes, stack_columns, take_columns, which_blocks
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
 from .extras import require
+from .remote import Remote, is_url
+from .spill import SpillFolder, default_cache_dir
 from .table import TableDataset
 
 __all__ = ["ParquetDataset", "from_parquet", "parquet_paths"]
@@ -29,16 +31,22 @@ def _is_glob(path: str) -> bool:
 
 def _data_file(path: Path) -> bool:
     # Spark and pyarrow write markers (_SUCCESS, _metadata, .crc) beside the data.
-    return (
-        path.is_file() and not path.name.startswith(("_", ".")) and not path.name.endswith(".crc")
-    )
+    return path.is_file() and not _marker(path.name)
 
 
-def parquet_paths(paths: PathLike | Sequence[PathLike]) -> list[str]:
+def _marker(name: str) -> bool:
+    return name.startswith(("_", ".")) or name.endswith(".crc")
+
+
+def parquet_paths(
+    paths: PathLike | Sequence[PathLike], storage_options: dict[str, Any] | None = None
+) -> list[str]:
     """The Parquet files that ``paths`` names, in sorted order.
 
     ``paths`` is a path, a glob, or a list of them; a directory stands for every data
     file below it (recursively, leaving out ``_``- and ``.``-prefixed marker files).
+    fsspec URLs (``s3://``, ``http://``, ``memory://``, ...) are listed through fsspec
+    (all of one file system), opened with ``storage_options``.
 
     Errors:
         ConfigError: no paths, a path that does not exist, a glob or directory that
@@ -47,6 +55,10 @@ def parquet_paths(paths: PathLike | Sequence[PathLike]) -> list[str]:
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if not items:
         raise ConfigError("from_parquet() needs at least one path, glob or directory")
+    texts = [os.fspath(item) for item in items]
+    if any(is_url(t) for t in texts):
+        remote = Remote(texts[0] if is_url(texts[0]) else texts[-1], storage_options or {})
+        return [u for u in remote.list_files(texts) if not _marker(u.rsplit("/", 1)[-1])]
     found: list[str] = []
     for item in items:
         text = os.fspath(item)
@@ -81,7 +93,9 @@ class ParquetDataset(TableDataset):
     shuffled epoch decodes each row group about once while the row groups it visits
     fit. When the files are larger than that, shuffle with
     :meth:`shuffle_sampler` (contiguous row groups in random order, mixed within a
-    window), which visits only a few row groups at a time.
+    window), which visits only a few row groups at a time. With ``cache_dir``, a row
+    group is decoded once, ever: it is written to local disk as NumPy data and every
+    later read maps it (see :func:`from_parquet`).
 
     Example:
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -94,7 +108,8 @@ class ParquetDataset(TableDataset):
     Resources:
         Each thread that reads opens its own handle on each file it reads; handles and
         the cache of decoded row groups are left out of a pickle and opened again in
-        each worker.
+        each worker. A row group mapped from ``cache_dir`` holds a read-only memory map
+        (and its file descriptor) while it is in the cache (counted at its size).
 
     Errors:
         See :func:`from_parquet`.
@@ -109,8 +124,12 @@ class ParquetDataset(TableDataset):
         rows: list[list[int]],
         cache_bytes: int,
         group_bytes: int = 0,
+        remote: Remote | None = None,
+        spills: list[SpillFolder] | None = None,
     ) -> None:
         self._paths = paths
+        self._remote = remote
+        self._spills = spills
         self._columns = columns
         sizes = [n for file_rows in rows for n in file_rows]
         self._groups = [(f, g) for f, file_rows in enumerate(rows) for g in range(len(file_rows))]
@@ -142,9 +161,49 @@ class ParquetDataset(TableDataset):
         return sizes
 
     @property
+    def cache_folders(self) -> list[str]:
+        """The folders holding each file's decoded row groups (empty without ``cache_dir``)."""
+        return [str(s.folder) for s in self._spills or []]
+
+    @property
     def decoded_row_groups(self) -> int:
         """Row groups decoded so far by this copy of the dataset (cache misses)."""
         return 0 if self._cache is None else self._cache.decodes
+
+    def write_cache(self) -> int:
+        """Decode every row group not yet in ``cache_dir`` and write it there, now.
+
+        Without it, row groups are written as the first epoch reaches them; with it,
+        the first epoch too reads mapped data (as HuggingFace ``datasets`` converts a
+        Parquet file to its Arrow copy before use). Returns the row groups written.
+
+        Example:
+            >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
+            >>> root = tempfile.mkdtemp()
+            >>> path = os.path.join(root, "t.parquet")
+            >>> pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=4)
+            >>> ds = from_parquet(path, cache_dir=os.path.join(root, "decoded"))
+            >>> ds.write_cache(), ds.write_cache()
+            (3, 0)
+
+        Errors:
+            ConfigError: the dataset was built without ``cache_dir``.
+        """
+        if self._spills is None:
+            raise ConfigError(
+                "write_cache() needs a dataset built with from_parquet(cache_dir=...)"
+            )
+        from .arrow_columns import table_columns
+
+        written = 0
+        for file_number, row_group in self._groups:
+            spill = self._spills[file_number]
+            if spill.has(row_group):
+                continue
+            handle = self._file(file_number)
+            table = handle.read_row_group(row_group, columns=self._columns)
+            written += spill.save(row_group, stack_columns(table_columns(table)))
+        return written
 
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
         """A shuffle aligned to row groups, for files larger than the decode cache.
@@ -181,7 +240,11 @@ class ParquetDataset(TableDataset):
         handle = files.get(number)
         if handle is None:
             pq = require("pyarrow.parquet", "arrow")
-            handle = files[number] = pq.ParquetFile(self._paths[number], memory_map=True)
+            if self._remote is None:
+                handle = pq.ParquetFile(self._paths[number], memory_map=True)
+            else:
+                handle = pq.ParquetFile(self._remote.fs.open(self._paths[number], "rb"))
+            files[number] = handle
         return handle
 
     def _row_group(self, group: int) -> Columns:
@@ -190,10 +253,15 @@ class ParquetDataset(TableDataset):
         if cache is None:
             cache = self._cache = DecodeCache(self._cache_bytes)
         file_number, row_group = self._groups[group]
+        spill = None if self._spills is None else self._spills[file_number]
 
         def decode() -> Columns:
             from .arrow_columns import table_columns
 
+            if spill is not None:
+                mapped = spill.load(row_group)
+                if mapped is not None:
+                    return mapped
             try:
                 table = self._file(file_number).read_row_group(row_group, columns=self._columns)
             except FileNotFoundError as exc:
@@ -201,7 +269,10 @@ class ParquetDataset(TableDataset):
                     f"the Parquet file {self._paths[file_number]!r} was removed after the "
                     "dataset was built"
                 ) from exc
-            return stack_columns(table_columns(table))
+            columns = stack_columns(table_columns(table))
+            if spill is not None and spill.save(row_group, columns):
+                return spill.load(row_group) or columns
+            return columns
 
         block: Columns = cache.get(group, decode, columns_nbytes)
         return block
@@ -209,7 +280,7 @@ class ParquetDataset(TableDataset):
     def _read_columns(self, indices: np.ndarray) -> Columns:
         groups = np.searchsorted(self._starts, indices, side="right") - 1
         local = indices - self._starts[groups]
-        unique, block_of = np.unique(groups, return_inverse=True)
+        unique, block_of = which_blocks(groups)
         blocks = [self._row_group(g) for g in unique.tolist()]
         return take_columns(blocks, block_of.reshape(-1), local)
 
@@ -219,14 +290,34 @@ def from_parquet(
     columns: Sequence[str] | None = None,
     *,
     cache_bytes: int = DEFAULT_CACHE_BYTES,
+    cache_dir: PathLike | bool | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> ParquetDataset:
     """A map-style dataset over the rows of Parquet files (``pip install 'stoker[arrow]'``).
 
     Args:
         paths: a file, a directory of Parquet files, a glob, or a list of them; files
-            are read in sorted order (directories recursively).
+            are read in sorted order (directories recursively). fsspec URLs work too
+            (``s3://bucket/data/*.parquet``, ``http://host/a.parquet``,
+            ``memory://...``; ``pip install 'stoker[remote]'`` plus the protocol's
+            package, such as ``s3fs``): HTTP takes explicit file URLs (no glob).
         columns: the columns to read (default: all), in record order.
         cache_bytes: budget for decoded row groups per worker (default 256 MiB).
+        cache_dir: a local folder where each row group, once decoded, is written as
+            NumPy data and memory-mapped on every later read (``True``: the default
+            folder, ``$XDG_CACHE_HOME/stoker/parquet``). Later epochs (and later
+            runs, and other workers) then read decoded data from the page cache
+            instead of decoding again: use it when the decoded columns are larger
+            than ``cache_bytes``, or the files are remote. It holds about the decoded
+            size of the columns read, one copy per file and column selection (keyed
+            by path, size, modification time and columns; an older copy of the same
+            file is removed when the dataset is built). Row groups with string or
+            binary columns are not written. For a URL, the version is the size and
+            whatever the server reports of a modification time or ETag: over plain
+            HTTP without them, a changed file of the same size is not noticed (delete
+            the folder).
+        storage_options: options for the fsspec file system of URL paths (such as
+            credentials or an endpoint).
 
     Returns:
         A :class:`ParquetDataset` whose records are dicts column -> value.
@@ -244,23 +335,41 @@ def from_parquet(
         ConfigError: a missing path, a glob or directory with no file, a file that is
             not Parquet (naming it), files whose schemas differ, a column that does not
             exist (naming those that do), a column type stoker cannot batch.
-        MissingExtra: pyarrow is not installed.
+        MissingExtra: pyarrow is not installed (or fsspec, for a URL).
     """
     pq = require("pyarrow.parquet", "arrow")
     from .arrow_columns import check_schema, pa
 
     if not isinstance(cache_bytes, int) or cache_bytes < 0:
         raise ConfigError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
-    files = parquet_paths(paths)
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise ConfigError(f"storage_options must be a dict, got {storage_options!r}")
+    files = parquet_paths(paths, storage_options)
+    remote = Remote(files[0], storage_options or {}) if is_url(files[0]) else None
+    sources: list[dict[str, Any]] = []
     rows: list[list[int]] = []
     group_bytes = 0
     schema: Any = None
     chosen: list[str] = []
     for path in files:
         try:
-            meta = pq.read_metadata(path)
+            if remote is None:
+                meta = pq.read_metadata(path)
+                stat = os.stat(path)
+                version: Any = [stat.st_size, stat.st_mtime_ns]
+            else:
+                info = remote.fs.info(path)
+                version = [info.get("size")] + [
+                    str(info[k]) for k in ("mtime", "LastModified", "ETag", "etag") if k in info
+                ]
+                with remote.fs.open(path, "rb") as handle:
+                    meta = pq.read_metadata(handle)
+        except FileNotFoundError as exc:
+            raise ConfigError(f"no such file: {path!r}") from exc
         except (pa.ArrowInvalid, OSError) as exc:
             raise ConfigError(f"{path!r} is not a Parquet file: {exc}") from exc
+        full = path if remote is not None else os.path.abspath(path)
+        sources.append({"path": full, "version": version})
         file_schema = meta.schema.to_arrow_schema()
         if schema is None:
             schema = file_schema
@@ -282,7 +391,18 @@ def from_parquet(
         rows.append([group.num_rows for group in groups])
         chosen_bytes = (_chosen_bytes(group, chosen) for group in groups)
         group_bytes = max(group_bytes, *chosen_bytes) if groups else group_bytes
-    return ParquetDataset(files, chosen, rows, cache_bytes, group_bytes)
+    spills = None
+    if cache_dir is not None and cache_dir is not False:
+        root = default_cache_dir() if cache_dir is True else Path(os.fspath(cache_dir))
+        spills = [SpillFolder(root, {**source, "columns": chosen}) for source in sources]
+        try:
+            for spill in spills:
+                spill.prepare()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot use {str(root)!r} as cache_dir ({exc}): pass a writable local folder"
+            ) from exc
+    return ParquetDataset(files, chosen, rows, cache_bytes, group_bytes, remote, spills)
 
 
 def _chosen_bytes(group: Any, columns: list[str]) -> int:

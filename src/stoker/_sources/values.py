@@ -139,11 +139,11 @@ def to_column(values: Sequence[Any], kind: str, name: str, where: Callable[[int]
             raise _bad(values, kind, name, where, ok)
         return array.astype(want, copy=False)
     if kind == "str":
-        if not all(type(v) is str for v in values):
+        if set(map(type, values)) - {str}:
             raise _bad(values, kind, name, where, lambda v: type(v) is str)
         return list(values)
     if kind == "bytes":
-        if not all(type(v) is bytes for v in values):
+        if set(map(type, values)) - {bytes}:
             raise _bad(values, kind, name, where, lambda v: type(v) is bytes)
         return list(values)
     if kind in ("list[int]", "list[float]"):

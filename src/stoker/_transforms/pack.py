@@ -186,7 +186,7 @@ class PackDataset(UnaryNode[Row]):
                     f"got {n} and {len(a)} tokens ({f!r})"
                 )
             n = len(a)
-            out[f] = a if self._split else a[: self._length]
+            out[f] = a if self._split or n <= self._length else a[: self._length]
         return out
 
     def __getitem__(self, index: int) -> NoReturn:
@@ -221,6 +221,19 @@ class PackDataset(UnaryNode[Row]):
 
     def __repr__(self) -> str:
         return f"PackDataset(len={len(self)}, length={self._length}, fields={self._fields})"
+
+
+_COUNTING: dict[int, np.ndarray] = {}
+
+
+def _counting(length: int) -> np.ndarray:
+    """``np.arange(length, dtype=np.int32)``, made once per length (read-only)."""
+    counting = _COUNTING.get(length)
+    if counting is None:
+        counting = np.arange(length, dtype=np.int32)
+        counting.flags.writeable = False
+        _COUNTING[length] = counting
+    return counting
 
 
 def _row_length(length: object) -> int:
@@ -279,11 +292,19 @@ class Packer:
         if n == 0:  # nothing to place: consumed all the same
             self._taken.append((epoch, index))
             return True
-        if n <= length:
-            row = self._fit(n)
-            if row < 0:
-                return False
-            self._place(row, record, n)
+        if n <= length:  # the common case, inlined: first fit, then place
+            free = self._free
+            for row, room in enumerate(free):  # noqa: B007 (row: the one found, after break)
+                if room >= n:
+                    break
+            else:
+                if len(free) == self._rows:
+                    return False
+                row = len(free)
+                free.append(length)
+                self._pieces.append([])
+            self._pieces[row].append(record)
+            free[row] -= n
         else:  # overflow="split" (records were truncated otherwise)
             whole, rest = divmod(n, length)
             if whole + (rest > 0) > self._rows:
@@ -325,37 +346,37 @@ class Packer:
         self._free[row] -= n
 
     def take(self) -> tuple[list[Row], list[tuple[int, int]]]:
-        pieces, free, taken = self._pieces, self._free, self._taken
+        pieces, taken = self._pieces, self._taken
         self._reset()
         if not pieces:
             return [], taken
-        length, nrows, first = self._length, len(pieces), self._fields[0]
-        flat_pieces = [p for row in pieces for p in row]
-        lens = np.array([len(p[first]) for p in flat_pieces], dtype=np.int64)
-        totals = length - np.array(free, dtype=np.int64)  # tokens in each row
-        mask = np.arange(length) < totals[:, None]
+        length, nrows, fields = self._length, len(pieces), self._fields
         batch: dict[str, np.ndarray] = {}
-        for f in self._fields:
-            flat = np.concatenate([p[f] for p in flat_pieces])
+        for f in fields:
+            dtype = np.result_type(*(p[f] for row in pieces for p in row))
             try:
-                out = np.full((nrows, length), self._fills[f], dtype=flat.dtype)
+                batch[f] = np.full((nrows, length), self._fills[f], dtype=dtype)
             except (OverflowError, TypeError, ValueError) as exc:
                 raise CollateError(
                     f"cannot pad {f!r} with {self._fills[f]!r}: {exc}; choose a pad_value "
-                    f"that {flat.dtype} can hold"
+                    f"that {np.dtype(dtype)} can hold"
                 ) from exc
-            out[mask] = flat
-            batch[f] = out
-        per_row = np.array([len(row) for row in pieces], dtype=np.int64)  # pieces a row
-        first_piece = np.cumsum(per_row) - per_row
-        seg_of_piece = np.arange(len(lens)) - np.repeat(first_piece, per_row) + 1
-        starts = np.cumsum(lens) - lens
         segment_ids = np.zeros((nrows, length), dtype=np.int32)
-        segment_ids[mask] = np.repeat(seg_of_piece, lens)
         positions = np.zeros((nrows, length), dtype=np.int32)
-        positions[mask] = np.arange(int(lens.sum()), dtype=np.int32) - np.repeat(
-            starts.astype(np.int32), lens
-        )
+        counting = _counting(length)
+        outs = [batch[f] for f in fields]
+        first = fields[0]
+        # One slice copy per piece and field: pieces are long, so this moves memory at
+        # copy speed instead of building masks and index arrays the size of the batch.
+        for r, row in enumerate(pieces):
+            start = 0
+            for segment, piece in enumerate(row, 1):
+                stop = start + len(piece[first])
+                for f, out in zip(fields, outs, strict=True):
+                    out[r, start:stop] = piece[f]
+                segment_ids[r, start:stop] = segment
+                positions[r, start:stop] = counting[: stop - start]
+                start = stop
         batch[SEGMENT_IDS] = segment_ids
         batch[POSITIONS] = positions
         rows = [{k: v[i] for k, v in batch.items()} for i in range(nrows)]

@@ -2,10 +2,14 @@
 
 The table is ``items(id INTEGER PRIMARY KEY, a REAL, b REAL, c INTEGER, text TEXT)``
 with ids 1 .. n; record ``i`` is the row with rowid ``i + 1``. Every loader reads
-stoker's epoch-0 order (``shuffle=True, seed=0``), with 0 and 2 workers:
+the epoch-0 order of ``ds.shuffle_sampler(seed=0)`` (blocks of 4,096 consecutive
+rows in a random order, rows shuffled within windows of 4 blocks), with 0 and 2
+workers:
 
-* ``stoker``: ``sk.from_sqlite(path, "items")``: one query per batch (a rowid ``IN``
-  list for a shuffled batch) on a read-only connection per worker;
+* ``stoker``: ``sk.from_sqlite(path, "items")`` with that sampler: each block a batch
+  touches is read whole by one range query, converted once to NumPy columns and
+  cached, and the batch gathered from the blocks, on a read-only connection per
+  worker;
 * ``torch``: the PyTorch DataLoader over :class:`RowQueries`, a map-style dataset that
   runs ``SELECT ... WHERE rowid = ?`` for every row, on a read-only connection opened
   lazily in each worker. Its collate gives tensors for the numbers and a list of
@@ -123,7 +127,7 @@ def count_rows(ctx: BenchContext) -> int:
 
 @workload(
     "sqlite",
-    "1M-row SQLite table (200k with --quick; 4 numbers + text), shuffled, batch 256, "
+    "1M-row SQLite table (200k with --quick; 4 numbers + text), block shuffle, batch 256, "
     "0 and 2 workers, "
     "vs torch with one query per row",
     default=False,
@@ -132,7 +136,8 @@ def prepare(ctx: BenchContext) -> Prepared:
     """Write (or reuse) the database; read it shuffled with one query per batch or per row."""
     n = count_rows(ctx)
     path = database(ctx.cache_dir, n, ctx.log)
-    order = sk.RandomSampler(n, seed=SEED).cursor(epoch=0).take(n)
+    sampler = sk.from_sqlite(path, "items").shuffle_sampler(seed=SEED)
+    order = sampler.cursor(epoch=0).take(n)
     runners: list[Runner] = []
     torch = ctx.torch
     for workers in WORKERS:
@@ -142,8 +147,7 @@ def prepare(ctx: BenchContext) -> Prepared:
                 loader = sk.DataLoader(
                     sk.from_sqlite(path, "items"),
                     batch_size=BATCH_SIZE,
-                    shuffle=True,
-                    seed=SEED,
+                    sampler=sampler,
                     num_workers=workers,
                 )
                 return AsArrays(loader, "id", to_array)
@@ -184,7 +188,8 @@ def prepare(ctx: BenchContext) -> Prepared:
 
     return Prepared(
         summary=(
-            f"{n:,}-row SQLite table (4 numbers + text), shuffled, batch 256, 0 and 2 "
+            f"{n:,}-row SQLite table (4 numbers + text), block shuffle (blocks of "
+            f"{sampler.chunk_size:,}, window {sampler.window:,}), batch 256, 0 and 2 "
             "workers, vs torch with one query per row"
         ),
         samples=n,
@@ -199,6 +204,7 @@ def prepare(ctx: BenchContext) -> Prepared:
             "file": str(path),
             "file_bytes": path.stat().st_size,
             "seed": SEED,
+            "shuffle": f"shuffle_sampler: chunk {sampler.chunk_size}, window {sampler.window}",
         },
         targets=tuple(Target(f"stoker x{w}", "speed", 5.0) for w in WORKERS),
     )

@@ -4,7 +4,8 @@ Two workloads (pipelines), each with 0 and 2 workers on both sides (registered
 in the order of their names, as ``stoker bench --list`` shows them):
 
 * ``tokens_pad``: every record padded with 0 (or truncated) to 512 tokens.
-  stoker: ``sk.from_parquet`` + ``collate_fn=partial(sk.pad_collate, max_length=512)``.
+  stoker: ``sk.from_parquet(path, cache_dir=<cache folder>/parquet-decoded)`` +
+  ``collate_fn=partial(sk.pad_collate, max_length=512)``.
   torch: HuggingFace ``datasets.Dataset.from_parquet(path).with_format("numpy")`` fed
   to the PyTorch DataLoader (which reads a batch with the dataset's ``__getitems__``)
   with a NumPy padding ``collate_fn``.
@@ -28,8 +29,10 @@ pyarrow. HF's numpy format returns int64 token arrays; torch's collate writes th
 into int32 batches, stoker's int32 columns stay int32.
 
 The Parquet file (~0.55 GB, row groups of 8,192 rows) is written once into the cache
-folder, and HF's Arrow copy of it (~1 GB) under ``hf-datasets/`` there; nothing is
-downloaded (``HF_DATASETS_OFFLINE=1``). ``--quick`` uses 50,000 records.
+folder, HF's Arrow copy of it (~1 GB) under ``hf-datasets/`` there, and stoker's
+decoded copy (``ds.write_cache()``, ~1 GB of values + offsets) under
+``parquet-decoded/``, both before timing; nothing is downloaded
+(``HF_DATASETS_OFFLINE=1``). ``--quick`` uses 50,000 records.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ import stoker as sk
 from ..base import BenchContext, Prepared, Runner, Target
 from . import workload
 from ._common import OrderSampler, index_batches
-from ._tables import AsArrays, hf_offline, module, parquet_shuffle, write_once
+from ._tables import AsArrays, decoded_parquet, hf_offline, module, parquet_shuffle, write_once
 
 RECORDS = 500_000
 QUICK_RECORDS = 50_000
@@ -290,7 +293,7 @@ def setup(ctx: BenchContext) -> Setup:
     """Write (or reuse) the token file and open it for both loaders."""
     n = count_records(ctx)
     path = tokens_file(ctx.cache_dir, n, ctx.log)
-    ds = sk.from_parquet(path)
+    ds = decoded_parquet(path, ctx)
     sampler, order, shuffle = parquet_shuffle(ds, path, SEED)
     hf: Any = None
     if ctx.wants("torch"):
