@@ -3,8 +3,8 @@
 Worker processes take a while to start (a fork, unpickling the pipeline); threads
 start at once. Under ``worker_mode="auto"`` a loader's executor is a
 :class:`HandoverExecutor`: its first jobs run on worker threads (the first batch of
-an iterator split across them, so that every core builds it, later jobs held until
-it is done), the worker processes
+an iterator split across them, so that every core builds it; while there are no
+more threads than cores, later jobs wait until it is done), the worker processes
 start in the background once the first batch is done, and jobs submitted after every
 process said it is ready go to the processes. When the measurements say that
 handing a batch to a worker costs more than building it (tiny records), jobs run on
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._batching.pool import BufferPool
+from .._stats import available_cores
 from .._tuning import Tuner
 from ..errors import IteratorFailed
 from .executor import Executor, cancel_future
@@ -245,9 +246,10 @@ class HandoverExecutor:
         if len(pieces) < 2:
             return self._fast.submit(job)
         merged: Future[Done] = Future()
-        with self._lock:
-            self._held = []
-        merged.add_done_callback(lambda _f: self._release())
+        if len(pieces) <= available_cores():  # the slices have the cores to themselves
+            with self._lock:
+                self._held = []
+            merged.add_done_callback(lambda _f: self._release())
         subs = [
             self._fast.submit(
                 Job(job.seq, "build", ((ctx, p),), job.where, None, len(p), job.token)
