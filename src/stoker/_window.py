@@ -165,6 +165,32 @@ class JobWindow:
                 future.add_done_callback(_stamp(self._finished_at, job.seq))
             self._inflight.append((job, future))
 
+    def fill(self) -> None:
+        """Submit jobs up to ``depth`` now rather than at the next :meth:`get` (after
+        the tuner raised the depth for threads about to start: each takes a job as it
+        starts).
+
+        Example:
+            >>> import numpy as np, stoker as sk
+            >>> from stoker._context import Context
+            >>> from stoker._batching.pool import BufferPool
+            >>> from stoker._exec.jobs import Job, WorkerSpec
+            >>> from stoker._exec.threads import ThreadExecutor
+            >>> jobs = iter([Job(s, "build", ((Context(), np.array([s])),), "", {"b": s + 1}, 1)
+            ...              for s in range(6)])
+            >>> ex = ThreadExecutor(WorkerSpec(sk.range(6), None, 1, "raise", 0, 2, None, None),
+            ...                     BufferPool(1, 8))
+            >>> w = JobWindow(lambda: next(jobs, None), lambda j, d: (d.value, j.state, 1), ex,
+            ...               depth=1, ordered=True, timeout=None, start_state={"b": 0})
+            >>> w.depth = 4; w.fill(); len(w.in_flight())
+            4
+            >>> [int(w.get()[0][0]) for _ in range(6)], w.state()
+            ([0, 1, 2, 3, 4, 5], {'b': 6})
+            >>> w.close(); ex.close()
+        """
+        if not self._closed and self._here is None and len(self._inflight) < self.depth:
+            self._top_up()
+
     def _handed_out(self, job: Job) -> None:
         seq = job.seq
         if seq == self._low and not self._out:  # in order: the usual case

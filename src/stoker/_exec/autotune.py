@@ -86,8 +86,6 @@ class Autotune:
     def _apply(self, decision: Decision) -> None:
         ex = self.executor
         ex.inline = decision.inline and ex.tuner.auto_inline
-        if ex.tuner.sizer is not None and decision.workers != ex.workers:
-            ex.resize(decision.workers)
         if not ex.inline:
             self._window.depth = decision.depth
         elif self._window.ordered:
@@ -96,6 +94,10 @@ class Autotune:
             self._window.depth = 0
         else:  # batches handed out ahead: keep the window, jobs run on submit
             self._window.depth = 1
+        if ex.tuner.sizer is not None and decision.workers != ex.workers:
+            if decision.workers > ex.workers and not ex.inline:
+                self._window.fill()  # queued first: each new thread takes one as it starts
+            ex.resize(decision.workers)
 
     @property
     def go_inline(self) -> bool:
