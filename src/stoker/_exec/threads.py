@@ -42,7 +42,8 @@ class ThreadExecutor(QueuedExecutor):
         [7, 8]
 
     Resources:
-        Owns its threads (named ``stoker-worker-<i>``). :meth:`close` (idempotent)
+        Owns its threads (named ``stoker-worker-<i>``, and ``stoker-grow`` while
+        :meth:`resize` starts new ones). :meth:`close` (idempotent)
         cancels queued jobs, lets each thread finish the record it is reading and
         joins them; the owner calls it when it is closed or garbage collected. A
         thread that :meth:`resize` sends away finishes its job and ends; the next
@@ -63,6 +64,7 @@ class ThreadExecutor(QueuedExecutor):
         self._threads: dict[int, threading.Thread] = {}  # by worker id, while it takes jobs
         self._gone: list[threading.Thread] = []  # sent away by resize(), to be joined
         self._sizing = threading.Lock()  # held while threads start: close() waits for them
+        self._grower: threading.Thread | None = None  # starts the threads resize() adds
         self._grow()
 
     @property
@@ -94,8 +96,9 @@ class ThreadExecutor(QueuedExecutor):
     def resize(self, count: int) -> None:
         """Run ``count`` threads (at least one) from now on.
 
-        New threads start at once; threads past the count finish the job they are on
-        and end. Not for an executor that reads stream parts: a part's jobs go to the
+        New threads start at once, from a thread of their own (``workers`` says the
+        new count at once); threads past the count finish the job they are on and
+        end. Not for an executor that reads stream parts: a part's jobs go to the
         thread that owns its cursor.
 
         Example:
@@ -111,10 +114,22 @@ class ThreadExecutor(QueuedExecutor):
         if self.foreign:
             return
         with self._cond:
+            grows = count > self._count
             self._count = count
             self._cond.notify_all()  # idle threads past the count end now
-        self._grow()
-        self._join_gone(0.0)
+        if grows:
+            # Started from a thread of its own: starting many threads waits for each
+            # one to run, and the caller (the consumer's next()) need not wait for that.
+            self._join_grower()
+            self._grower = threading.Thread(target=self._grow, name="stoker-grow", daemon=True)
+            self._grower.start()
+        else:  # (joining waits for the grower's lock: threads sent away are joined later)
+            self._join_gone(0.0)
+
+    def _join_grower(self) -> None:
+        grower = self._grower
+        if grower is not None and grower is not threading.current_thread():
+            grower.join()
 
     def _join_gone(self, seconds: float) -> None:
         """Join the threads sent away that have ended (within ``seconds``, all together)."""
@@ -188,6 +203,7 @@ class ThreadExecutor(QueuedExecutor):
             cancel_future(future)
         with self._cond:
             self._cond.notify_all()
+        self._join_grower()  # it starts no thread once closed
         deadline = time.monotonic() + JOIN_SECONDS
         current = threading.current_thread()
         with self._sizing:  # threads still starting have started
