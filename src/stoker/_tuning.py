@@ -36,7 +36,6 @@ import os
 from dataclasses import dataclass, replace
 
 from ._sizing import ThreadSizer
-from ._verdict import WORTH_A_HANDOFF
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
@@ -250,26 +249,10 @@ class Tuner:
         return current
 
     def _size_first(self, window: Window) -> Decision:
-        """Inline, or the thread count, from a pass's first batch (the other rules wait
-        for a window of batches)."""
+        """The thread count from a pass's first batch (the other rules wait for a
+        window of batches)."""
         current = self.decision
-        if current.inline:
-            return current
-        if self.auto_inline and 0 < window.work_seconds / window.batches < WORTH_A_HANDOFF:
-            # Less work than a hand-off (the verdict's rule too); a batch that grows
-            # BACK_TO_WORKERS times that goes back to the workers.
-            self._worker_wait = WORTH_A_HANDOFF
-            decision = Decision(
-                True,
-                1,
-                f"the first batch took {_ms(window.work_seconds / window.batches)} to build: "
-                "the hand-off costs more than the work, so batches are built inline",
-                self.workers,
-            )
-            self.history.append(decision)
-            self.decision = decision
-            return decision
-        if self.sizer is None or self.sizer.sized:
+        if self.sizer is None or self.sizer.sized or current.inline:
             return current
         decision = self._resize(current, window, None, waiting=True) or current
         if decision != current:

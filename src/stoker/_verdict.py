@@ -33,7 +33,7 @@ INPUT_BOUND_SHARE = 0.2
 _BUSY = 0.7  # worker utilisation above which the workers are the limit
 _CPU_WORK = 0.5  # CPU time / wall time of jobs above which they are CPU work
 _NOT_FASTER = 0.9  # delivered in at least this share of the inline estimate: no gain
-WORTH_A_HANDOFF = 200e-6  # seconds of work per batch below which workers cannot pay
+_WORTH_A_HANDOFF = 200e-6  # seconds of work per batch below which workers cannot pay
 
 Kind = Literal["input-bound", "compute-bound", "unknown"]
 
@@ -162,7 +162,7 @@ def _compute_bound(s: Counters, share: float) -> Verdict:
 def _inline(s: Counters, waited: str, stage: str) -> Verdict:
     per_batch = (s.fetch_seconds + s.collate_seconds) / s.batches
     reason = f"{waited}, mostly {_stage_words(stage)} ({_ms(per_batch)} a batch, no workers)"
-    if per_batch < WORTH_A_HANDOFF:
+    if per_batch < _WORTH_A_HANDOFF:
         return Verdict(
             "input-bound",
             stage,

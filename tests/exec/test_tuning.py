@@ -91,20 +91,3 @@ def test_an_empty_window_changes_nothing():
     t = Tuner(num_workers=2)
     before = t.decision
     assert t.observe(Window(0, 0.0, 0.0, 0.0)) is before
-
-
-def test_a_first_batch_cheaper_than_a_hand_off_goes_inline_at_once():
-    t = Tuner(num_workers=2)
-    d = t.observe(Window(1, 80e-6, 1e-3, 1.1e-3, first=True))
-    assert d.inline
-    assert "first batch took 80 us" in d.reason
-    # A batch that grows expensive goes back to the workers.
-    back = t.observe(Window(8, 8 * 5e-3, 8 * 5e-3, 8 * 5e-3, inline=True))
-    assert not back.inline
-
-
-def test_a_first_batch_worth_a_hand_off_keeps_the_workers():
-    t = Tuner(num_workers=2)
-    assert not t.observe(Window(1, 5e-3, 6e-3, 6e-3, first=True)).inline
-    no_auto_inline = Tuner(num_workers=2, auto_inline=False)
-    assert not no_auto_inline.observe(Window(1, 80e-6, 1e-3, 1.1e-3, first=True)).inline

@@ -115,10 +115,9 @@ class Autotune:
         ex = self.executor
         if self._first or not ex.settled:
             # Measure the executor the loader settles on, from its second batch: the
-            # first one includes starting the pass. Only inline (a batch that is less
-            # work than a hand-off) and a thread count still to be decided are decided
-            # from it (I/O-bound pipelines grow at once).
-            if self._first and not ex.inline and (not ex.tuner.sized or ex.tuner.auto_inline):
+            # first one includes starting the pass. Only a thread count still to be
+            # decided is decided from it (I/O-bound pipelines grow at once).
+            if self._first and not ex.tuner.sized and not ex.inline:
                 self._decide(self._measured(batch, first=True))
             self._first = False
             self._mark()
