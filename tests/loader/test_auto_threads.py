@@ -67,6 +67,10 @@ def test_threads_grow_while_they_wait_on_io(caplog, no_leaks):
         it = iter(loader)
         seen = _counts(it)
         assert max(seen) > 2 * seen[0], seen
+        # resize() starts new threads from a thread of its own: they come up shortly.
+        deadline = time.monotonic() + 10
+        while _worker_threads() < it.stats().num_workers and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert _worker_threads() >= it.stats().num_workers
         assert "thread workers" in it.stats().prefetch
     assert any("waited on I/O" in r.getMessage() for r in caplog.records)
