@@ -1,5 +1,3 @@
-import functools
-import http.server
 import io
 import threading
 import uuid
@@ -9,30 +7,18 @@ import pytest
 from PIL import Image
 
 import stoker as sk
+from http_helpers import QuietHandler, serve
 from stoker.testing import assert_resumes_exactly, assert_same_batches
 
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
-
 @pytest.fixture
 def server(tmp_path):
     """A real HTTP server on 127.0.0.1 serving tmp_path; ended by the fixture."""
-    handler = functools.partial(_Quiet, directory=str(tmp_path))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, name="test-http", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", tmp_path
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+    with serve(tmp_path) as url:
+        yield url, tmp_path
 
 
 def _png(seed):
@@ -77,7 +63,7 @@ def test_http_same_batches_in_every_worker_mode_and_resume(server, mode):
         assert_resumes_exactly(base, epochs=2, max_stops=5)
 
 
-class _Counting(_Quiet):
+class _Counting(QuietHandler):
     """Sleeps 50 ms per reply and records the most requests it was serving at once."""
 
     lock = threading.Lock()
@@ -98,12 +84,7 @@ class _Counting(_Quiet):
 
 
 def test_http_concurrency_bounds_the_reads_of_all_batches_together(tmp_path):
-    handler = functools.partial(_Counting, directory=str(tmp_path))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, name="test-http", daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    with serve(tmp_path, _Counting) as url:
         for i in range(16):
             (tmp_path / f"{i:02d}.bin").write_bytes(bytes([i]))
         ds = sk.from_files([f"{url}/{i:02d}.bin" for i in range(16)], concurrency=3)
@@ -112,10 +93,6 @@ def test_http_concurrency_bounds_the_reads_of_all_batches_together(tmp_path):
         batches = [b["bytes"] for b in loader]
         assert batches == [[bytes([i]) for i in range(k, k + 8)] for k in (0, 8)]
         assert _Counting.peak == 3
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
 
 
 def test_http_image_folder_from_html_index(server):

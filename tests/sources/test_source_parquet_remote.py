@@ -1,8 +1,6 @@
 """from_parquet over fsspec URLs: memory:// and a real HTTP server on 127.0.0.1."""
 
 import functools
-import http.server
-import threading
 import uuid
 
 import numpy as np
@@ -11,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import stoker as sk
+from http_helpers import serve
 from stoker.testing import assert_resumes_exactly, assert_same_batches
 
 fsspec = pytest.importorskip("fsspec")
@@ -39,24 +38,11 @@ def local(tmp_path):
     return tmp_path
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
-
 @pytest.fixture
 def server(local):
     """A real HTTP server on 127.0.0.1 serving the local files; ended by the fixture."""
-    handler = functools.partial(_Quiet, directory=str(local))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, name="test-http", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+    with serve(local) as url:
+        yield url
 
 
 @pytest.fixture
