@@ -7,8 +7,7 @@ import os
 import threading
 import urllib.parse
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -16,6 +15,7 @@ from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
 from .columns import Columns, columns_nbytes, stack_columns, take_columns, which_blocks
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
+from .sqlite_schema import Params, check_params, column_kinds, quote, rowid_name
 from .table import TableDataset
 from .values import take_rows, to_column
 
@@ -25,21 +25,12 @@ if TYPE_CHECKING:
 __all__ = ["SQLiteDataset", "from_sqlite"]
 
 PathLike = str | os.PathLike[str]
-Params = Sequence[Any] | Mapping[str, Any]
 
-SAMPLE_ROWS = 1000
-"""Rows looked at to decide the kind of a column whose declared type does not."""
 _MAX_RANGES = 16  # a batch in more contiguous runs than this is read with an IN list
 DEFAULT_BLOCK_ROWS = 4096
 """Rows in one block of consecutive rows, read with one range query and kept as columns."""
 _BLOCK_DENSITY = 16  # read by blocks when a batch has >= this many rows per block it touches
 _TEMP = '"__stoker_rows"'
-_TYPEOF = {"integer": "int", "real": "float", "text": "str", "blob": "bytes"}
-_FITS = {"int": {"int"}, "float": {"int", "float"}, "str": {"str"}, "bytes": {"bytes"}}
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -49,25 +40,6 @@ def _connect(path: str) -> sqlite3.Connection:
     # Each connection is used by the one thread that opened it; check_same_thread is
     # off only so that whichever thread drops the last reference may close it.
     return sqlite3.connect(uri, uri=True, check_same_thread=False)
-
-
-def _declared_kind(declared: str) -> str | None:
-    """The kind of SQLite's type affinity for a declared column type (None: NUMERIC/none)."""
-    text = declared.upper()
-    if "INT" in text:
-        return "int"
-    if any(word in text for word in ("CHAR", "CLOB", "TEXT")):
-        return "str"
-    if "BLOB" in text:
-        return "bytes"
-    if any(word in text for word in ("REAL", "FLOA", "DOUB")):
-        return "float"
-    return None
-
-
-def _rowid_name(columns: Sequence[str]) -> str | None:
-    taken = {c.lower() for c in columns}
-    return next((n for n in ("rowid", "_rowid_", "oid") if n not in taken), None)
 
 
 class _Connection:
@@ -246,7 +218,7 @@ class SQLiteDataset(TableDataset):
         else:
             first, last, table = int(self._rowids[lo]), int(self._rowids[hi - 1]), self._source
         rowid = self._rowid
-        select = ", ".join(_quote(c) for c in self._columns)
+        select = ", ".join(quote(c) for c in self._columns)
         sql = (
             f"SELECT {select} FROM {table} WHERE {rowid} BETWEEN {first} AND {last} "
             f"ORDER BY {rowid}"
@@ -286,7 +258,7 @@ class SQLiteDataset(TableDataset):
             )
         else:
             where = f"{rowid} IN ({','.join(map(str, keys.tolist()))})"
-        select = ", ".join(_quote(c) for c in self._columns)
+        select = ", ".join(quote(c) for c in self._columns)
         sql = f"SELECT {select} FROM {table} WHERE {where} ORDER BY {rowid}"
         rows = self._connection().execute(sql).fetchall()
         if len(rows) != len(unique):
@@ -304,54 +276,6 @@ class SQLiteDataset(TableDataset):
             converted = to_column(column, kind, name, where_row)
             columns[name] = take_rows(converted, inverse)
         return columns
-
-
-def _check_params(params: Any) -> Params:
-    scalar = (type(None), int, float, str, bytes)
-    if isinstance(params, Mapping):
-        if all(isinstance(k, str) for k in params) and all(
-            isinstance(v, scalar) for v in params.values()
-        ):
-            return dict(params)
-    elif isinstance(params, list | tuple) and all(isinstance(v, scalar) for v in params):
-        return tuple(params)
-    raise ConfigError(
-        f"params must be a tuple of values or a dict of named values (None, int, float, "
-        f"str or bytes), got {params!r}"
-    )
-
-
-def _kinds(
-    conn: sqlite3.Connection, source: str, params: Params, columns: list[str], declared: list[str]
-) -> list[str]:
-    typeofs = ", ".join(f"typeof({_quote(c)})" for c in columns)
-    sample = conn.execute(f"SELECT {typeofs} FROM ({source}) LIMIT {SAMPLE_ROWS}", params)
-    seen: list[set[str]] = [set() for _ in columns]
-    for row in sample:
-        for found, typ in zip(seen, row, strict=True):
-            found.add(typ)
-    kinds = []
-    for name, decl, found in zip(columns, declared, seen, strict=True):
-        types = {_TYPEOF[t] for t in found if t in _TYPEOF}
-        kind = _declared_kind(decl)
-        if kind is None:
-            if types <= {"int", "float"} and types:
-                kind = "float" if "float" in types else "int"
-            elif len(types) == 1:
-                kind = types.pop()
-            elif not types:
-                raise ConfigError(
-                    f"column {name!r} is NULL in the first {SAMPLE_ROWS} rows and declares "
-                    "no type: cast it in a query (CAST(x AS REAL)) so its kind is known"
-                )
-        if kind is None or not types <= _FITS[kind]:
-            raise ConfigError(
-                f"column {name!r} ({decl or 'no declared type'}) holds values of several "
-                f"types ({', '.join(sorted(found - {'null'}))}): a batch needs one; cast it "
-                f"in a query, e.g. SELECT CAST({_quote(name)} AS REAL) ..."
-            )
-        kinds.append(kind)
-    return kinds
 
 
 def from_sqlite(
@@ -408,7 +332,7 @@ def from_sqlite(
         raise ConfigError(f"no such SQLite database file: {text!r}")
     if not isinstance(query_or_table, str) or not query_or_table.strip():
         raise ConfigError(f"query_or_table must be a table name or a query, got {query_or_table!r}")
-    params = _check_params(params)
+    params = check_params(params)
     for name, value, least in (("block_rows", block_rows, 1), ("cache_bytes", cache_bytes, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ConfigError(f"{name} must be an int >= {least}, got {value!r}")
@@ -446,8 +370,8 @@ def _build(
         name = by_name[spec.lower()][0]
         if params:
             raise ConfigError("params are for a query; a table name takes none")
-        source = f"SELECT * FROM {_quote(name)}"
-        declared = {row[1]: row[2] for row in conn.execute(f"PRAGMA table_info({_quote(name)})")}
+        source = f"SELECT * FROM {quote(name)}"
+        declared = {row[1]: row[2] for row in conn.execute(f"PRAGMA table_info({quote(name)})")}
     elif any(c.isspace() for c in spec):
         source = spec
     else:
@@ -465,10 +389,10 @@ def _build(
     if len(set(columns)) != len(columns):
         dupes = sorted({c for c in columns if columns.count(c) > 1})
         raise ConfigError(f"the query gives columns {dupes} twice: name them apart with AS")
-    kinds = _kinds(conn, source, params, columns, [declared.get(c, "") for c in columns])
-    rowid = _rowid_name(columns) or "rowid"  # in a temporary table, never shadowed
-    if declared and _rowid_name(columns) and by_name[spec.lower()][1] == "table":
-        table = _quote(by_name[spec.lower()][0])
+    kinds = column_kinds(conn, source, params, columns, [declared.get(c, "") for c in columns])
+    rowid = rowid_name(columns) or "rowid"  # in a temporary table, never shadowed
+    if declared and rowid_name(columns) and by_name[spec.lower()][1] == "table":
+        table = quote(by_name[spec.lower()][0])
         try:
             cursor = conn.execute(f"SELECT {rowid} FROM {table} ORDER BY {rowid}")
             rowids = np.fromiter((r[0] for r in cursor), dtype=np.int64, count=length)
