@@ -14,10 +14,12 @@ state: the parent plans every batch, whoever builds it.
 The rules, in words:
 
 * **Inline or workers.** With workers, the consumer pays the time it waits in
-  ``next()`` per batch; inline it would pay the time to build the batch. When
-  waiting for workers costs clearly more than building the batch oneself (tiny
-  records, where the hand-off is the work), in two windows in a row, jobs run
-  inline. Inline, the tuner goes back to workers when a batch comes to cost several
+  ``next()`` per batch; inline it would pay the time to build the batch (for a job
+  shorter than a millisecond, its CPU time: the rest of its wall time on a worker
+  thread is waiting for the GIL, which inline has). When waiting for workers costs
+  clearly more than building the batch oneself (tiny records, where the hand-off is
+  the work), in two windows in a row, jobs run inline; a window whose wait is short
+  (hand-off scale) and several times the work decides on its own. Inline, the tuner goes back to workers when a batch comes to cost several
   times what waiting for workers cost.
 * **Batches in flight.** With workers, ``depth`` grows while the consumer still
   waits for batches, up to what the memory budget holds, and shrinks towards one
@@ -68,6 +70,12 @@ IDLE = 0.03
 HURT = 1.5
 """Workers hurt when the consumer waits this many times the work of a batch for them
 (in two windows in a row: one slow moment of the machine decides nothing)."""
+CLEAR_HURT = 4.0
+"""A window where the consumer waited this many times the work of a batch, and less
+than :data:`HANDOFF_SECONDS` a batch, decides on its own: its wait is the hand-off
+(queues, wake-ups), paid by every batch, not a stall of the machine (milliseconds)."""
+HANDOFF_SECONDS = 1e-3
+"""A wait or a job shorter than this a batch is on the scale of a hand-off."""
 BACK_TO_WORKERS = 3.0
 """Inline, a batch costing this many times the wait seen with workers goes back to them."""
 MIN_WORK_SECONDS = 1e-6  # below the clock's resolution: treated as this
@@ -147,8 +155,8 @@ class Tuner:
         >>> t.decision.depth, t.due(8)
         (4, True)
         >>> # tiny records: workers keep the consumer waiting longer than building
-        >>> hurt = Window(8, work_seconds=8e-5, wait_seconds=8e-4, elapsed_seconds=1e-3)
-        >>> t.observe(hurt).inline  # once may be a slow moment of the machine
+        >>> hurt = Window(8, work_seconds=8e-5, wait_seconds=2.4e-4, elapsed_seconds=4e-4)
+        >>> t.observe(hurt).inline  # 3x the work once may be a slow moment
         False
         >>> d = t.observe(hurt)
         >>> d.inline, d.depth
@@ -291,15 +299,18 @@ class Tuner:
             # Look again soon, for the check: once every thread finished a job or so.
             self._next_at = max(FIRST_DECISION, resized.workers)
             return resized
-        hurt = self.auto_inline and wait > HURT * work
-        confirmed, self._suspect = hurt and self._suspect, hurt and not self._suspect
+        cost = _inline_cost(work, w)
+        hurt = self.auto_inline and wait > HURT * cost
+        clear = hurt and wait < HANDOFF_SECONDS and wait > CLEAR_HURT * cost
+        confirmed = hurt and (self._suspect or clear)
+        self._suspect = hurt and not confirmed
         if self._suspect:
             self._next_at = FIRST_DECISION  # look again soon
         if confirmed:
             return Decision(
                 True,
                 1,
-                f"next() waited {_ms(wait)} a batch for workers, more than the {_ms(work)} "
+                f"next() waited {_ms(wait)} a batch for workers, more than the {_ms(cost)} "
                 "it takes to build one: the hand-off costs more than the work, so batches "
                 "are built inline",
                 self.workers,
@@ -322,6 +333,16 @@ class Tuner:
         if current.inline:
             reason = "workers: " + reason
         return Decision(False, depth, reason, self.workers)
+
+
+def _inline_cost(work: float, w: Window) -> float:
+    """What building one of the window's batches on the consumer's thread would cost:
+    the workers' time on it, or for a job shorter than a hand-off, its CPU time when
+    that is less (a short job's wall time on a thread is mostly waiting for the GIL,
+    held by the other workers and the consumer)."""
+    if work >= HANDOFF_SECONDS or w.cpu_seconds <= 0 or w.batches <= 0:
+        return work
+    return max(min(work, w.cpu_seconds / w.batches), MIN_WORK_SECONDS)
 
 
 def _ms(seconds: float) -> str:

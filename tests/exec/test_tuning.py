@@ -38,9 +38,9 @@ def test_compute_bound_keeps_workers_with_one_batch_in_flight_per_worker():
 
 
 def test_workers_that_hurt_are_replaced_by_inline_building():
-    # Tiny records: 20 us of work, but the consumer waits 200 us a batch for workers.
+    # 20 us of work, and the consumer waits 60 us a batch for workers: 3x.
     t = Tuner(num_workers=2)
-    hurt = Window(8, 8 * 20e-6, 8 * 200e-6, 8 * 250e-6)
+    hurt = Window(8, 8 * 20e-6, 8 * 60e-6, 8 * 90e-6)
     assert not t.observe(hurt).inline  # once may be a slow moment of the machine
     assert t.due(8)  # so it looks again soon
     d = t.observe(hurt)
@@ -49,6 +49,32 @@ def test_workers_that_hurt_are_replaced_by_inline_building():
     assert "hand-off costs more than the work" in d.reason
     # Inline, batches stay cheap: it stays inline.
     assert t.observe(Window(64, 64 * 20e-6, 64 * 25e-6, 64 * 30e-6, inline=True)).inline
+
+
+def test_a_hand_off_many_times_the_work_decides_in_one_window():
+    # Tiny records: 20 us of work, 200 us of waiting a batch (well below a ms): the
+    # wait is the hand-off itself, paid by every batch.
+    t = Tuner(num_workers=2)
+    d = t.observe(Window(8, 8 * 20e-6, 8 * 200e-6, 8 * 250e-6))
+    assert d.inline
+    assert "hand-off costs more than the work" in d.reason
+
+
+def test_a_short_job_costs_its_cpu_time_inline():
+    # On a thread, 60 us of wall time of which 10 us CPU (the rest waiting for the
+    # GIL): inline the batch costs ~10 us, and 80 us of waiting is 8x that.
+    t = Tuner(num_workers=2)
+    w = Window(8, 8 * 60e-6, 8 * 80e-6, 8 * 100e-6, cpu_seconds=8 * 10e-6)
+    d = t.observe(w)
+    assert d.inline
+    assert "than the 10 us it takes" in d.reason
+
+
+def test_a_long_job_costs_its_wall_time_even_when_it_waits_on_io():
+    # 5 ms of wall time, 0.1 ms CPU (the rest is I/O): inline it would cost 5 ms.
+    t = Tuner(num_workers=8)
+    w = Window(8, 8 * 5e-3, 8 * 0.9e-3, 8 * 1e-3, cpu_seconds=8 * 0.1e-3)
+    assert not any(t.observe(w).inline for _ in range(4))
 
 
 def test_one_slow_window_decides_nothing():
