@@ -102,6 +102,7 @@ class LoaderIterator(Generic[B]):
             self._plan, self._executor, self._token, self._tally, state, epoch
         )  # stage 6
         self._autotune = Autotune.of(self._executor, self._jobs, self._tally)  # "auto"
+        self._inline_since: int | None = None  # the batch from which "auto" built inline
         self._handover = self._autotune.executor if self._autotune is not None else None
         self._watchdog: Watchdog | None = None
         if spec.config.watchdog is not None:  # it looks in while next() waits in the window
@@ -220,6 +221,7 @@ class LoaderIterator(Generic[B]):
         if handover is None or old is None:  # set together with the autotune
             return
         self._autotune = None
+        self._inline_since = self._batches
         self._jobs = JobWindow(
             partial(self._plan.next_job, self._token),
             self._tally.finish,
@@ -318,6 +320,7 @@ class LoaderIterator(Generic[B]):
             cpu_count=available_cores(),
             first_batch_seconds=self._first_batch,
             workers_sized=sized,
+            inline_since=self._inline_since,
             mixture=self._spec.dataset._mixture_report(self._box.state),
         )
 

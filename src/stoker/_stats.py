@@ -119,6 +119,10 @@ class LoaderStats:
             source so far in this epoch next to the weight asked for (None otherwise).
         workers_sized: the thread count is sized while loading (``num_workers="auto"``
             on threads); ``num_workers`` is the count now.
+        inline_since: with ``worker_mode="auto"``, the batch from which batches are
+            built on the caller's thread because the hand-off to workers cost more
+            than the work (None while workers build them). ``num_workers`` stays the
+            workers started; the counters cover both phases.
 
     Example:
         >>> import json, stoker as sk
@@ -162,6 +166,7 @@ class LoaderStats:
     first_batch_seconds: float = 0.0
     mixture: list[SourceShare] | None = None
     workers_sized: bool = False
+    inline_since: int | None = None
 
     def __post_init__(self) -> None:
         if not self.bottleneck:
@@ -224,6 +229,11 @@ def report(s: LoaderStats) -> str:
         )
     else:
         where = f"none (built on the {s.prefetch})"
+    if s.inline_since is not None:
+        where = (
+            f"none since batch {s.inline_since:,}, built on the caller's thread "
+            f"(worker_mode='auto'); {s.num_workers} {s.worker_mode} workers before"
+        )
     handoff = f"{_secs(s.transfer_seconds)}" + (
         f" · queued {_secs(s.queue_seconds)}" if s.num_workers else ""
     )

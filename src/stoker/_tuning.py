@@ -16,11 +16,12 @@ The rules, in words:
 * **Inline or workers.** With workers, the consumer pays the time it waits in
   ``next()`` per batch; inline it would pay the time to build the batch (for a job
   shorter than a millisecond, its CPU time: the rest of its wall time on a worker
-  thread is waiting for the GIL, which inline has). When waiting for workers costs
-  clearly more than building the batch oneself (tiny records, where the hand-off is
-  the work), in two windows in a row, jobs run inline; a window whose wait is short
-  (hand-off scale) and several times the work decides on its own. Inline, the tuner goes back to workers when a batch comes to cost several
-  times what waiting for workers cost.
+  thread is waiting for the GIL, which inline does not). When waiting for workers
+  costs clearly more than building the batch oneself (tiny records, where the
+  hand-off is the work), in two windows in a row, jobs run inline; a window whose
+  wait is short (hand-off scale) and several times the work decides on its own.
+  Inline, the tuner goes back to workers when a batch comes to cost several times
+  what waiting for workers cost.
 * **Batches in flight.** With workers, ``depth`` grows while the consumer still
   waits for batches, up to what the memory budget holds, and shrinks towards one
   batch per worker while batches are always ready (the consumer is the bottleneck:

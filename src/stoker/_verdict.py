@@ -73,6 +73,8 @@ class Counters(Protocol):
     def cpu_count(self) -> int: ...
     @property
     def workers_sized(self) -> bool: ...
+    @property
+    def inline_since(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,8 @@ def diagnose(s: Counters) -> Verdict:
         wait = max(0.0, wait - s.first_batch_seconds)
     share = wait / elapsed
     stage = dominant_stage(s)
+    if s.inline_since is not None:
+        return _went_inline(s, share, s.inline_since)
     if share <= INPUT_BOUND_SHARE:
         return _compute_bound(s, share)
     waited = f"the loop waited for data {share:.0%} of the time"
@@ -157,6 +161,25 @@ def _compute_bound(s: Counters, share: float) -> Verdict:
     else:
         advice.append("nothing to change in the loader")
     return Verdict("compute-bound", "training step", reason, tuple(advice))
+
+
+def _went_inline(s: Counters, share: float, since: int) -> Verdict:
+    """``worker_mode="auto"`` found the hand-off dearer than the work and builds the
+    batches on the loop's thread: the loader already did what the advice would say."""
+    per_batch = (s.fetch_seconds + s.collate_seconds) / s.batches
+    reason = (
+        f"worker_mode='auto' builds the batches on the loop's thread since batch {since} "
+        f"(handing them to workers cost more than building them, {_ms(per_batch)} a batch)"
+    )
+    kind: Kind = "compute-bound" if share <= INPUT_BOUND_SHARE else "input-bound"
+    if kind == "compute-bound":
+        advice = "nothing to change in the loader"
+    else:
+        advice = (
+            f"nothing to change in the workers: num_workers=0 skips the first {since} "
+            "hand-offs; bigger batches cut the per-batch cost"
+        )
+    return Verdict(kind, "hand-off", reason, (advice,))
 
 
 def _inline(s: Counters, waited: str, stage: str) -> Verdict:

@@ -50,6 +50,12 @@ def test_tiny_records_with_workers_are_built_inline(caplog):
     assert "auto: inline" in where
     assert "hand-off costs more than the work" in where
     assert any("built inline" in r.getMessage() for r in caplog.records)
+    stats = it.stats()
+    # The report says what auto did, and does not ask for what is already done.
+    assert 0 < stats.inline_since < 40_000 // 64
+    assert f"none since batch {stats.inline_since}" in str(stats)
+    assert "worker_mode='auto' builds the batches on the loop's thread" in stats.verdict.reason
+    assert "use fewer workers" not in str(stats)
 
 
 def test_input_bound_keeps_the_workers_and_more_batches_in_flight():

@@ -152,6 +152,29 @@ def test_busy_sized_threads_are_not_told_a_worker_count():
     assert stats.as_dict()["workers_sized"] is True
 
 
+def test_a_loader_that_went_inline_is_not_told_to_use_fewer_workers():
+    stats = _stats(
+        wait_seconds=0.9,
+        elapsed_seconds=1.0,
+        fetch_seconds=0.05,
+        collate_seconds=0.01,
+        work_seconds=0.02,
+        cpu_seconds=0.01,
+        num_workers=2,
+        worker_mode="thread",
+        worker_utilisation=0.01,
+        depth=4,
+        inline_since=9,
+    )
+    verdict = stats.verdict
+    assert verdict.kind == "input-bound"
+    assert verdict.stage == "hand-off"
+    assert "since batch 9" in verdict.reason
+    assert "num_workers=0 skips the first 9 hand-offs" in verdict.advice[0]
+    assert "none since batch 9" in _text(stats)
+    assert stats.as_dict()["inline_since"] == 9
+
+
 def test_busy_workers_on_every_core_ask_for_a_cheaper_decode_not_more_workers():
     stats = _stats(
         wait_seconds=8.0,
