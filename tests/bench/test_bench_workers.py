@@ -187,6 +187,7 @@ def _with_targets(ctx: BenchContext) -> Prepared:
         Target("fast", "first_batch", 1e12),
         Target("fast", "of_limit", 1.0),
         Target("absent", "speed", 1.0),
+        Target("fast", "peer_speed", 1e12),
     )
     return _prepared(fast, torch, targets=targets)
 
@@ -204,13 +205,15 @@ def test_targets_are_reported_met_missed_or_not_measured(
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("target")]
     verdicts = [line.split(":")[0] for line in lines]
     met, missed, absent = "target met", "target MISSED", "target not measured"
-    assert verdicts == [met, missed, met, met, absent]
+    assert verdicts == [met, missed, met, met, absent, missed]
     assert "(target >= 1000000000000.00x)" in lines[1]
     assert "first batch in" in lines[2]
+    assert "the best other loader's samples/s (torch;" in lines[5]
     doc: dict[str, Any] = json.loads(report.read_text())
     targets = doc["workloads"][0]["targets"]
-    assert [t["met"] for t in targets] == [True, False, True, True, None]
-    assert targets[-1]["value"] is None
+    assert [t["met"] for t in targets] == [True, False, True, True, None, False]
+    assert targets[-1]["versus"] == "torch"
+    assert targets[-2]["value"] is None
     assert targets[0]["warm"] is None  # no second epoch timed
     row = doc["workloads"][0]["rows"][0]
     assert row["of_limit"] > 1

@@ -31,11 +31,12 @@ __all__ = [
 
 Kind = Literal["stoker", "torch", "bare"]
 
-Measure = Literal["speed", "first_batch", "of_limit"]
+Measure = Literal["speed", "peer_speed", "first_batch", "of_limit"]
 
-MEASURES: tuple[Measure, ...] = ("speed", "first_batch", "of_limit")
-"""What a :class:`Target` is about: samples/s against torch's, the time to the first
-batch against torch's, or samples/s against the runner's ``limit``."""
+MEASURES: tuple[Measure, ...] = ("speed", "peer_speed", "first_batch", "of_limit")
+"""What a :class:`Target` is about: samples/s against torch's or against the fastest
+other loader's, the time to the first batch against torch's, or samples/s against
+the runner's ``limit``."""
 
 KINDS: tuple[Kind, ...] = ("stoker", "torch", "bare")
 """The loader families: ``vs torch`` and ``vs bare`` compare with the rows of that kind."""
@@ -106,6 +107,8 @@ class Target:
     ``measure`` says what is compared with ``bound``:
 
     * ``"speed"``: the row's samples/s divided by torch's; met when at least ``bound``;
+    * ``"peer_speed"``: the row's samples/s divided by the fastest row that is not
+      stoker's (torch and the peers: Grain, SPDL, ...); met when at least ``bound``;
     * ``"first_batch"``: the row's time to the first batch divided by torch's; met when
       at most ``bound``;
     * ``"of_limit"``: the row's samples/s divided by its runner's ``limit``; met when at

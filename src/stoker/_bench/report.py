@@ -100,6 +100,12 @@ def _target(target: TargetResult) -> str:
         value = "-" if target.value is None else f"{target.value:.2f}x"
         warm = "" if target.warm is None else f"; second epoch {target.warm:.2f}x"
         return f"{value} torch's samples/s (target >= {target.bound:.2f}x{warm})"
+    if target.measure == "peer_speed":
+        value = "-" if target.value is None else f"{target.value:.2f}x"
+        return (
+            f"{value} the best other loader's samples/s ({target.versus or 'none'}; "
+            f"target >= {target.bound:.2f}x)"
+        )
     if target.measure == "first_batch":
         value = "-" if target.value is None else f"{target.value:.2f}x"
         return f"first batch in {value} torch's time (target <= {target.bound:.2f}x)"

@@ -75,6 +75,7 @@ class TargetResult:
     value: float | None
     met: bool | None
     warm: float | None = None
+    versus: str | None = None
 
 
 @dataclass
@@ -100,6 +101,11 @@ class WorkloadResult:
         base = self._base(kind, row)
         return None if base is None else row.samples_per_s / base.samples_per_s
 
+    def best_peer(self) -> Row | None:
+        """The fastest row that is not stoker's (torch, Grain, SPDL, ...), if any."""
+        peers = [r for r in self.rows if r.kind != "stoker"]
+        return max(peers, key=lambda r: r.samples_per_s) if peers else None
+
     def warm_ratio(self, row: Row, kind: Kind) -> float | None:
         """Like :meth:`ratio`, for the second epoch of the same loader (None when not timed)."""
         base = self._base(kind, row)
@@ -119,8 +125,12 @@ class WorkloadResult:
         for target in self.targets:
             row = rows.get(target.loader)
             value = warm = None
+            versus = None
+            peer = self.best_peer()
             if row is not None and target.measure == "speed":
                 value, warm = self.ratio(row, "torch"), self.warm_ratio(row, "torch")
+            elif row is not None and target.measure == "peer_speed" and peer is not None:
+                value, versus = row.samples_per_s / peer.samples_per_s, peer.loader
             elif row is not None and target.measure == "first_batch":
                 faster = self.first_batch_ratio(row, "torch")
                 value = None if faster is None else 1 / faster
@@ -131,6 +141,6 @@ class WorkloadResult:
                 at_most = target.measure == "first_batch"
                 met = value <= target.bound if at_most else value >= target.bound
             results.append(
-                TargetResult(target.loader, target.measure, target.bound, value, met, warm)
+                TargetResult(target.loader, target.measure, target.bound, value, met, warm, versus)
             )
         return results

@@ -334,5 +334,5 @@ def prepare(ctx: BenchContext) -> Prepared:
             "folder": str(root),
             "seed": SEED,
         },
-        targets=(Target("stoker", "speed", 1.5), Target("stoker", "of_limit", 0.8)),
+        targets=(Target("stoker", "peer_speed", 1.5), Target("stoker", "of_limit", 0.8)),
     )
