@@ -265,7 +265,11 @@ def oriented(pixels: np.ndarray, source: str, layout: str, flip: bool) -> np.nda
 
     A mirrored image is copied first: reading an array backwards row by row is the
     slowest part of the normalisation otherwise (0.14 ms against 0.1 ms with the copy
-    for 224x224 CHW on the development VM).
+    for 224x224 CHW on the development VM). Mirroring the crop before torch's kernel
+    instead gives the same pixels (checked for every width from 1 to 300 to every
+    width from 1 to 300, bilinear and bicubic, and 200,000 random larger pairs), but
+    NumPy copies 3-byte pixels backwards 20-30x slower than forwards (0.16-0.3 ms for
+    a 180x180 crop), more than this copy of the output costs.
 
     Example:
         >>> oriented(np.arange(6, dtype=np.uint8).reshape(1, 2, 3), "HWC", "CHW", True)[0].tolist()
