@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import urllib.parse
@@ -13,9 +12,10 @@ import numpy as np
 
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Columns, columns_nbytes, stack_columns, take_columns, which_blocks
-from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
-from .sqlite_schema import Params, check_params, column_kinds, quote, rowid_name
+from .columns import Column, Columns, which_blocks
+from .decode_cache import DEFAULT_CACHE_BYTES
+from .sqlite_blocks import BlockStore
+from .sqlite_schema import Params, check_params, column_kinds, quote, rowid_alias, rowid_name
 from .table import TableDataset
 from .values import take_rows, to_column
 
@@ -31,6 +31,7 @@ DEFAULT_BLOCK_ROWS = 4096
 """Rows in one block of consecutive rows, read with one range query and kept as columns."""
 _BLOCK_DENSITY = 16  # read by blocks when a batch has >= this many rows per block it touches
 _TEMP = '"__stoker_rows"'
+_STORE_LOCK = threading.Lock()
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -95,7 +96,7 @@ class SQLiteDataset(TableDataset):
         changed after the dataset was built. See :func:`from_sqlite` for build errors.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache")
+    _transient: ClassVar[tuple[str, ...]] = ("_local", "_store")
 
     def __init__(
         self,
@@ -107,6 +108,7 @@ class SQLiteDataset(TableDataset):
         length: int,
         rowids: np.ndarray | None,
         rowid: str,
+        alias: str | None = None,
         block_rows: int = DEFAULT_BLOCK_ROWS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
@@ -121,7 +123,8 @@ class SQLiteDataset(TableDataset):
         self._block_rows = block_rows
         self._cache_bytes = cache_bytes
         self._local: threading.local | None = None
-        self._cache: DecodeCache | None = None
+        self._alias = alias
+        self._store: BlockStore | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -143,7 +146,7 @@ class SQLiteDataset(TableDataset):
     @property
     def blocks_read(self) -> int:
         """Blocks read by range query so far by this copy of the dataset (cache misses)."""
-        return 0 if self._cache is None else self._cache.decodes
+        return 0 if self._store is None else self._store.reads
 
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
         """A shuffle aligned to blocks of ``block_rows`` records: range scans, not lookups.
@@ -196,20 +199,24 @@ class SQLiteDataset(TableDataset):
             )
 
     def _read_columns(self, indices: np.ndarray) -> Columns:
-        size = self._block_rows
-        blocks, block_of = which_blocks(indices // size)
+        blocks, _ = which_blocks(indices // self._block_rows)
         if len(blocks) * _BLOCK_DENSITY <= len(indices):
-            cache = self._cache
-            if cache is None:
-                cache = self._cache = DecodeCache(self._cache_bytes)
-            read = [
-                cache.get(b, functools.partial(self._read_block, b), columns_nbytes)
-                for b in blocks.tolist()
-            ]
-            return take_columns(read, block_of.reshape(-1), indices - blocks[block_of] * size)
+            store = self._store
+            if store is None:
+                with _STORE_LOCK:  # one store per dataset, whichever thread comes first
+                    store = self._store
+                    if store is None:
+                        store = self._store = BlockStore(
+                            self._kinds,
+                            self._block_rows,
+                            self._len,
+                            self._cache_bytes,
+                            self._read_block,
+                        )
+            return dict(zip(self._columns, store.gather(indices), strict=True))
         return self._read_rows(indices)
 
-    def _read_block(self, block: int) -> Columns:
+    def _read_block(self, block: int) -> list[Column]:
         """Records ``[block * block_rows, ...)`` as columns: one range query."""
         lo = block * self._block_rows
         hi = min(lo + self._block_rows, self._len)
@@ -218,29 +225,29 @@ class SQLiteDataset(TableDataset):
         else:
             first, last, table = int(self._rowids[lo]), int(self._rowids[hi - 1]), self._source
         rowid = self._rowid
-        select = ", ".join(quote(c) for c in self._columns)
-        sql = (
-            f"SELECT {select} FROM {table} WHERE {rowid} BETWEEN {first} AND {last} "
-            f"ORDER BY {rowid}"
-        )
-        rows = self._connection().execute(sql).fetchall()
+        # The rowid alias (an INTEGER PRIMARY KEY) is the rowid listed at build: not read.
+        read = [c for c in self._columns if c != self._alias]
+        select = ", ".join(quote(c) for c in read) or rowid
+        sql = f"SELECT {select} FROM {table} WHERE {rowid} BETWEEN ? AND ? ORDER BY {rowid}"
+        rows = self._connection().execute(sql, (first, last)).fetchall()
         if len(rows) != hi - lo:
             raise RuntimeError(
                 f"records {lo}..{hi - 1} of {self._path!r} are now {len(rows)} rows, not "
                 f"{hi - lo}: the database changed after the dataset was built; build it again"
             )
-        values = list(zip(*rows, strict=True))
+        values = dict(zip(read, zip(*rows, strict=True), strict=False))
 
         def where_row(row: int) -> str:
             key = lo + row + 1 if self._rowids is None else int(self._rowids[lo + row])
             return f"record {lo + row} (rowid {key}) of {self._path!r}"
 
-        return stack_columns(
-            {
-                name: to_column(column, kind, name, where_row)
-                for name, kind, column in zip(self._columns, self._kinds, values, strict=True)
-            }
-        )
+        columns: list[Column] = []
+        for name, kind in zip(self._columns, self._kinds, strict=True):
+            if name == self._alias and self._rowids is not None:
+                columns.append(self._rowids[lo:hi])
+            else:
+                columns.append(to_column(values[name], kind, name, where_row))
+        return columns
 
     def _read_rows(self, indices: np.ndarray) -> Columns:
         unique, inverse = np.unique(indices, return_inverse=True)
@@ -391,14 +398,26 @@ def _build(
         raise ConfigError(f"the query gives columns {dupes} twice: name them apart with AS")
     kinds = column_kinds(conn, source, params, columns, [declared.get(c, "") for c in columns])
     rowid = rowid_name(columns) or "rowid"  # in a temporary table, never shadowed
+    alias = None
     if declared and rowid_name(columns) and by_name[spec.lower()][1] == "table":
         table = quote(by_name[spec.lower()][0])
         try:
             cursor = conn.execute(f"SELECT {rowid} FROM {table} ORDER BY {rowid}")
             rowids = np.fromiter((r[0] for r in cursor), dtype=np.int64, count=length)
             source = table
+            alias = rowid_alias(conn, table)
         except sqlite3.OperationalError:  # WITHOUT ROWID: read it as a query
             rowids = None
     return SQLiteDataset(
-        path, source, params, columns, kinds, length, rowids, rowid, block_rows, cache_bytes
+        path,
+        source,
+        params,
+        columns,
+        kinds,
+        length,
+        rowids,
+        rowid,
+        alias,
+        block_rows,
+        cache_bytes,
     )
