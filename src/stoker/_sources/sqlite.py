@@ -199,22 +199,25 @@ class SQLiteDataset(TableDataset):
             )
 
     def _read_columns(self, indices: np.ndarray) -> Columns:
-        blocks, _ = which_blocks(indices // self._block_rows)
-        if len(blocks) * _BLOCK_DENSITY <= len(indices):
-            store = self._store
-            if store is None:
-                with _STORE_LOCK:  # one store per dataset, whichever thread comes first
-                    store = self._store
-                    if store is None:
-                        store = self._store = BlockStore(
-                            self._kinds,
-                            self._block_rows,
-                            self._len,
-                            self._cache_bytes,
-                            self._read_block,
-                        )
-            return dict(zip(self._columns, store.gather(indices), strict=True))
-        return self._read_rows(indices)
+        store = self._store
+        if store is None:
+            with _STORE_LOCK:  # one store per dataset, whichever thread comes first
+                store = self._store
+                if store is None:
+                    store = self._store = BlockStore(
+                        self._kinds,
+                        self._block_rows,
+                        self._len,
+                        self._cache_bytes,
+                        self._read_block,
+                    )
+        columns = store.held(indices)
+        if columns is None:
+            blocks, _ = which_blocks(indices // self._block_rows)
+            if len(blocks) * _BLOCK_DENSITY > len(indices):
+                return self._read_rows(indices)
+            columns = store.gather(indices)
+        return dict(zip(self._columns, columns, strict=True))
 
     def _read_block(self, block: int) -> list[Column]:
         """Records ``[block * block_rows, ...)`` as columns: one range query."""
