@@ -189,7 +189,7 @@ class BlockStore:
     def _install(self, block: int, columns: list[Column], nbytes: int) -> int:
         """Put a block just read in a slot (under the lock); return the slot."""
         self._trim(nbytes)
-        slot = self._free.pop() if self._free else self._grow()
+        slot = self._free.pop() if self._free else self._grow(nbytes)
         start = slot * self._block_rows
         stop = start + len(columns[0])
         for kind, j, column in zip(self._kinds, self._where, columns, strict=True):
@@ -204,10 +204,12 @@ class BlockStore:
         self.reads += 1
         return slot
 
-    def _grow(self) -> int:
-        """Twice the slots (at most one per block); return a new free slot."""
+    def _grow(self, nbytes: int) -> int:
+        """More slots: as many blocks of ``nbytes`` as the budget holds, or twice as
+        many as now (at most one per block); return a new free slot."""
         slots = len(self._pins)
-        more = min(max(2 * slots, 4), len(self._offset)) - slots
+        fit = self._budget // max(nbytes, 1)
+        more = min(max(2 * slots, fit, slots + 1), len(self._offset)) - slots
         rows = (slots + more) * self._block_rows
         for name in ("_numbers", "_objects"):
             old = getattr(self, name)
