@@ -67,9 +67,13 @@ class SQLiteDataset(TableDataset):
     Blocks: a batch whose rows fall in few blocks of ``block_rows`` consecutive
     records (at least 16 rows per block touched: a sequential read, or the order of
     :meth:`shuffle_sampler`) reads each block it touches whole, with one range query,
-    converts it once to NumPy columns and keeps it in a cache of ``cache_bytes`` per
-    worker; the batch is then gathered with NumPy. A shuffled batch spread over many
-    blocks (``shuffle=True``) looks its rows up by rowid as above. Both read the same
+    converts it once to NumPy columns and keeps it, within ``cache_bytes`` per worker,
+    in a :class:`~stoker._sources.sqlite_blocks.BlockStore` (the blocks side by side
+    in one array of numbers and one of strings and bytes); the batch is then one NumPy
+    ``take`` per array. A table's ``INTEGER PRIMARY KEY`` column is the rowid: a block
+    takes it from the rowids listed at build instead of reading it again. A shuffled
+    batch spread over many blocks (``shuffle=True``) is gathered from the blocks held
+    when it falls in those only, else looked up by rowid as above. Both read the same
     values; with blocks, a value that does not fit its column is reported by the
     first batch that reads its block.
 
