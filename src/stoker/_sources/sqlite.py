@@ -6,7 +6,7 @@ import os
 import threading
 import urllib.parse
 import weakref
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -32,6 +32,7 @@ DEFAULT_BLOCK_ROWS = 4096
 _BLOCK_DENSITY = 16  # read by blocks when a batch has >= this many rows per block it touches
 _TEMP = '"__stoker_rows"'
 _STORE_LOCK = threading.Lock()
+_FETCH_ROWS = 256  # rows fetched at a time by a block read (see _read_block)
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -236,13 +237,22 @@ class SQLiteDataset(TableDataset):
         read = [c for c in self._columns if c != self._alias]
         select = ", ".join(quote(c) for c in read) or rowid
         sql = f"SELECT {select} FROM {table} WHERE {rowid} BETWEEN ? AND ? ORDER BY {rowid}"
-        rows = self._connection().execute(sql, (first, last)).fetchall()
-        if len(rows) != hi - lo:
+        cursor = self._connection().execute(sql, (first, last))
+        # A few rows at a time: each row is a tuple, a container that the garbage
+        # collector counts; thousands alive at once make it run (and walk every object
+        # of the process) again and again. Short-lived, they never reach it.
+        lists: list[list[Any]] = [[] for _ in range(len(read) or 1)]
+        while rows := cursor.fetchmany(_FETCH_ROWS):
+            for values_of, column in zip(lists, zip(*rows, strict=True), strict=True):
+                values_of.extend(column)
+            del rows
+        found = len(lists[0])
+        if found != hi - lo:
             raise RuntimeError(
-                f"records {lo}..{hi - 1} of {self._path!r} are now {len(rows)} rows, not "
+                f"records {lo}..{hi - 1} of {self._path!r} are now {found} rows, not "
                 f"{hi - lo}: the database changed after the dataset was built; build it again"
             )
-        values = dict(zip(read, zip(*rows, strict=True), strict=False))
+        values = dict(zip(read, lists, strict=False))
 
         def where_row(row: int) -> str:
             key = lo + row + 1 if self._rowids is None else int(self._rowids[lo + row])
