@@ -32,7 +32,7 @@ DEFAULT_BLOCK_ROWS = 4096
 _BLOCK_DENSITY = 16  # read by blocks when a batch has >= this many rows per block it touches
 _TEMP = '"__stoker_rows"'
 _STORE_LOCK = threading.Lock()
-_FETCH_ROWS = 256  # rows fetched at a time by a block read (see _read_block)
+_FETCH_ROWS = 256  # rows fetched at a time (see _fetch_columns)
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -42,6 +42,20 @@ def _connect(path: str) -> sqlite3.Connection:
     # Each connection is used by the one thread that opened it; check_same_thread is
     # off only so that whichever thread drops the last reference may close it.
     return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+def _fetch_columns(cursor: sqlite3.Cursor, width: int) -> list[list[Any]]:
+    """The rows of ``cursor`` as ``width`` lists of values, one per column.
+
+    A few rows at a time: each row is a tuple, a container that the garbage collector
+    counts; thousands alive at once make it run (and walk every object of the
+    process) again and again. Short-lived, they never set it off.
+    """
+    lists: list[list[Any]] = [[] for _ in range(width)]
+    while rows := cursor.fetchmany(_FETCH_ROWS):
+        for values, column in zip(lists, zip(*rows, strict=True), strict=True):
+            values.extend(column)
+    return lists
 
 
 class _Connection:
@@ -237,15 +251,7 @@ class SQLiteDataset(TableDataset):
         read = [c for c in self._columns if c != self._alias]
         select = ", ".join(quote(c) for c in read) or rowid
         sql = f"SELECT {select} FROM {table} WHERE {rowid} BETWEEN ? AND ? ORDER BY {rowid}"
-        cursor = self._connection().execute(sql, (first, last))
-        # A few rows at a time: each row is a tuple, a container that the garbage
-        # collector counts; thousands alive at once make it run (and walk every object
-        # of the process) again and again. Short-lived, they never reach it.
-        lists: list[list[Any]] = [[] for _ in range(len(read) or 1)]
-        while rows := cursor.fetchmany(_FETCH_ROWS):
-            for values_of, column in zip(lists, zip(*rows, strict=True), strict=True):
-                values_of.extend(column)
-            del rows
+        lists = _fetch_columns(self._connection().execute(sql, (first, last)), len(read) or 1)
         found = len(lists[0])
         if found != hi - lo:
             raise RuntimeError(
@@ -284,13 +290,12 @@ class SQLiteDataset(TableDataset):
             where = f"{rowid} IN ({','.join(map(str, keys.tolist()))})"
         select = ", ".join(quote(c) for c in self._columns)
         sql = f"SELECT {select} FROM {table} WHERE {where} ORDER BY {rowid}"
-        rows = self._connection().execute(sql).fetchall()
-        if len(rows) != len(unique):
+        values = _fetch_columns(self._connection().execute(sql), len(self._columns))
+        if len(values[0]) != len(unique):
             raise RuntimeError(
-                f"{len(unique) - len(rows)} rows of the batch are no longer in the database "
-                f"{self._path!r}: it changed after the dataset was built; build it again"
+                f"{len(unique) - len(values[0])} rows of the batch are no longer in the "
+                f"database {self._path!r}: it changed after the dataset was built; build it again"
             )
-        values = list(zip(*rows, strict=True)) if rows else [()] * len(self._columns)
 
         def where_row(row: int) -> str:
             return f"record {int(unique[row])} (rowid {int(keys[row])}) of {self._path!r}"
