@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import urllib.parse
 import weakref
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Columns, columns_nbytes, stack_columns, take_columns, which_blocks
-from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
-from .sqlite_schema import Params, check_params, column_kinds, quote, rowid_name
+from .columns import Column, Columns, which_blocks
+from .decode_cache import DEFAULT_CACHE_BYTES
+from .sqlite_blocks import BlockStore
+from .sqlite_schema import Params, check_params, column_kinds, quote, rowid_alias, rowid_name
 from .table import TableDataset
 from .values import take_rows, to_column
 
@@ -31,6 +31,8 @@ DEFAULT_BLOCK_ROWS = 4096
 """Rows in one block of consecutive rows, read with one range query and kept as columns."""
 _BLOCK_DENSITY = 16  # read by blocks when a batch has >= this many rows per block it touches
 _TEMP = '"__stoker_rows"'
+_STORE_LOCK = threading.Lock()
+_FETCH_ROWS = 256  # rows fetched at a time (see _fetch_columns)
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -40,6 +42,20 @@ def _connect(path: str) -> sqlite3.Connection:
     # Each connection is used by the one thread that opened it; check_same_thread is
     # off only so that whichever thread drops the last reference may close it.
     return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+def _fetch_columns(cursor: sqlite3.Cursor, width: int) -> list[list[Any]]:
+    """The rows of ``cursor`` as ``width`` lists of values, one per column.
+
+    A few rows at a time: each row is a tuple, a container that the garbage collector
+    counts; thousands alive at once make it run (and walk every object of the
+    process) again and again. Short-lived, they never set it off.
+    """
+    lists: list[list[Any]] = [[] for _ in range(width)]
+    while rows := cursor.fetchmany(_FETCH_ROWS):
+        for values, column in zip(lists, zip(*rows, strict=True), strict=True):
+            values.extend(column)
+    return lists
 
 
 class _Connection:
@@ -66,9 +82,13 @@ class SQLiteDataset(TableDataset):
     Blocks: a batch whose rows fall in few blocks of ``block_rows`` consecutive
     records (at least 16 rows per block touched: a sequential read, or the order of
     :meth:`shuffle_sampler`) reads each block it touches whole, with one range query,
-    converts it once to NumPy columns and keeps it in a cache of ``cache_bytes`` per
-    worker; the batch is then gathered with NumPy. A shuffled batch spread over many
-    blocks (``shuffle=True``) looks its rows up by rowid as above. Both read the same
+    converts it once to NumPy columns and keeps it, within ``cache_bytes`` per worker,
+    in a :class:`~stoker._sources.sqlite_blocks.BlockStore` (the blocks side by side
+    in one array of numbers and one of strings and bytes); the batch is then one NumPy
+    ``take`` per array. A table's ``INTEGER PRIMARY KEY`` column is the rowid: a block
+    takes it from the rowids listed at build instead of reading it again. A shuffled
+    batch spread over many blocks (``shuffle=True``) is gathered from the blocks held
+    when it falls in those only, else looked up by rowid as above. Both read the same
     values; with blocks, a value that does not fit its column is reported by the
     first batch that reads its block.
 
@@ -95,7 +115,7 @@ class SQLiteDataset(TableDataset):
         changed after the dataset was built. See :func:`from_sqlite` for build errors.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache")
+    _transient: ClassVar[tuple[str, ...]] = ("_local", "_store")
 
     def __init__(
         self,
@@ -107,6 +127,7 @@ class SQLiteDataset(TableDataset):
         length: int,
         rowids: np.ndarray | None,
         rowid: str,
+        alias: str | None = None,
         block_rows: int = DEFAULT_BLOCK_ROWS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
@@ -121,7 +142,8 @@ class SQLiteDataset(TableDataset):
         self._block_rows = block_rows
         self._cache_bytes = cache_bytes
         self._local: threading.local | None = None
-        self._cache: DecodeCache | None = None
+        self._alias = alias
+        self._store: BlockStore | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -143,7 +165,7 @@ class SQLiteDataset(TableDataset):
     @property
     def blocks_read(self) -> int:
         """Blocks read by range query so far by this copy of the dataset (cache misses)."""
-        return 0 if self._cache is None else self._cache.decodes
+        return 0 if self._store is None else self._store.reads
 
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
         """A shuffle aligned to blocks of ``block_rows`` records: range scans, not lookups.
@@ -196,20 +218,27 @@ class SQLiteDataset(TableDataset):
             )
 
     def _read_columns(self, indices: np.ndarray) -> Columns:
-        size = self._block_rows
-        blocks, block_of = which_blocks(indices // size)
-        if len(blocks) * _BLOCK_DENSITY <= len(indices):
-            cache = self._cache
-            if cache is None:
-                cache = self._cache = DecodeCache(self._cache_bytes)
-            read = [
-                cache.get(b, functools.partial(self._read_block, b), columns_nbytes)
-                for b in blocks.tolist()
-            ]
-            return take_columns(read, block_of.reshape(-1), indices - blocks[block_of] * size)
-        return self._read_rows(indices)
+        store = self._store
+        if store is None:
+            with _STORE_LOCK:  # one store per dataset, whichever thread comes first
+                store = self._store
+                if store is None:
+                    store = self._store = BlockStore(
+                        self._kinds,
+                        self._block_rows,
+                        self._len,
+                        self._cache_bytes,
+                        self._read_block,
+                    )
+        columns = store.held(indices)
+        if columns is None:
+            blocks, _ = which_blocks(indices // self._block_rows)
+            if len(blocks) * _BLOCK_DENSITY > len(indices):
+                return self._read_rows(indices)
+            columns = store.gather(indices)
+        return dict(zip(self._columns, columns, strict=True))
 
-    def _read_block(self, block: int) -> Columns:
+    def _read_block(self, block: int) -> list[Column]:
         """Records ``[block * block_rows, ...)`` as columns: one range query."""
         lo = block * self._block_rows
         hi = min(lo + self._block_rows, self._len)
@@ -218,29 +247,30 @@ class SQLiteDataset(TableDataset):
         else:
             first, last, table = int(self._rowids[lo]), int(self._rowids[hi - 1]), self._source
         rowid = self._rowid
-        select = ", ".join(quote(c) for c in self._columns)
-        sql = (
-            f"SELECT {select} FROM {table} WHERE {rowid} BETWEEN {first} AND {last} "
-            f"ORDER BY {rowid}"
-        )
-        rows = self._connection().execute(sql).fetchall()
-        if len(rows) != hi - lo:
+        # The rowid alias (an INTEGER PRIMARY KEY) is the rowid listed at build: not read.
+        read = [c for c in self._columns if c != self._alias]
+        select = ", ".join(quote(c) for c in read) or rowid
+        sql = f"SELECT {select} FROM {table} WHERE {rowid} BETWEEN ? AND ? ORDER BY {rowid}"
+        lists = _fetch_columns(self._connection().execute(sql, (first, last)), len(read) or 1)
+        found = len(lists[0])
+        if found != hi - lo:
             raise RuntimeError(
-                f"records {lo}..{hi - 1} of {self._path!r} are now {len(rows)} rows, not "
+                f"records {lo}..{hi - 1} of {self._path!r} are now {found} rows, not "
                 f"{hi - lo}: the database changed after the dataset was built; build it again"
             )
-        values = list(zip(*rows, strict=True))
+        values = dict(zip(read, lists, strict=False))
 
         def where_row(row: int) -> str:
             key = lo + row + 1 if self._rowids is None else int(self._rowids[lo + row])
             return f"record {lo + row} (rowid {key}) of {self._path!r}"
 
-        return stack_columns(
-            {
-                name: to_column(column, kind, name, where_row)
-                for name, kind, column in zip(self._columns, self._kinds, values, strict=True)
-            }
-        )
+        columns: list[Column] = []
+        for name, kind in zip(self._columns, self._kinds, strict=True):
+            if name == self._alias and self._rowids is not None:
+                columns.append(self._rowids[lo:hi])
+            else:
+                columns.append(to_column(values[name], kind, name, where_row))
+        return columns
 
     def _read_rows(self, indices: np.ndarray) -> Columns:
         unique, inverse = np.unique(indices, return_inverse=True)
@@ -260,13 +290,12 @@ class SQLiteDataset(TableDataset):
             where = f"{rowid} IN ({','.join(map(str, keys.tolist()))})"
         select = ", ".join(quote(c) for c in self._columns)
         sql = f"SELECT {select} FROM {table} WHERE {where} ORDER BY {rowid}"
-        rows = self._connection().execute(sql).fetchall()
-        if len(rows) != len(unique):
+        values = _fetch_columns(self._connection().execute(sql), len(self._columns))
+        if len(values[0]) != len(unique):
             raise RuntimeError(
-                f"{len(unique) - len(rows)} rows of the batch are no longer in the database "
-                f"{self._path!r}: it changed after the dataset was built; build it again"
+                f"{len(unique) - len(values[0])} rows of the batch are no longer in the "
+                f"database {self._path!r}: it changed after the dataset was built; build it again"
             )
-        values = list(zip(*rows, strict=True)) if rows else [()] * len(self._columns)
 
         def where_row(row: int) -> str:
             return f"record {int(unique[row])} (rowid {int(keys[row])}) of {self._path!r}"
@@ -391,14 +420,26 @@ def _build(
         raise ConfigError(f"the query gives columns {dupes} twice: name them apart with AS")
     kinds = column_kinds(conn, source, params, columns, [declared.get(c, "") for c in columns])
     rowid = rowid_name(columns) or "rowid"  # in a temporary table, never shadowed
+    alias = None
     if declared and rowid_name(columns) and by_name[spec.lower()][1] == "table":
         table = quote(by_name[spec.lower()][0])
         try:
             cursor = conn.execute(f"SELECT {rowid} FROM {table} ORDER BY {rowid}")
             rowids = np.fromiter((r[0] for r in cursor), dtype=np.int64, count=length)
             source = table
+            alias = rowid_alias(conn, table)
         except sqlite3.OperationalError:  # WITHOUT ROWID: read it as a query
             rowids = None
     return SQLiteDataset(
-        path, source, params, columns, kinds, length, rowids, rowid, block_rows, cache_bytes
+        path,
+        source,
+        params,
+        columns,
+        kinds,
+        length,
+        rowids,
+        rowid,
+        alias,
+        block_rows,
+        cache_bytes,
     )

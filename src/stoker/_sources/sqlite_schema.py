@@ -14,7 +14,15 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SAMPLE_ROWS", "Params", "check_params", "column_kinds", "quote", "rowid_name"]
+__all__ = [
+    "SAMPLE_ROWS",
+    "Params",
+    "check_params",
+    "column_kinds",
+    "quote",
+    "rowid_alias",
+    "rowid_name",
+]
 
 Params = Sequence[Any] | Mapping[str, Any]
 
@@ -52,6 +60,30 @@ def rowid_name(columns: Sequence[str]) -> str | None:
     """A name of the rowid that no column shadows (None: all three are taken)."""
     taken = {c.lower() for c in columns}
     return next((n for n in ("rowid", "_rowid_", "oid") if n not in taken), None)
+
+
+def rowid_alias(conn: sqlite3.Connection, table: str) -> str | None:
+    """The column of rowid table ``table`` (quoted) that is its rowid, if any.
+
+    A lone ``INTEGER PRIMARY KEY`` is another name for the rowid, except in the form
+    ``INTEGER PRIMARY KEY DESC``, where SQLite keeps it in an index of its own (an
+    index whose origin is ``pk``); so is no other primary key.
+
+    Example:
+        >>> import sqlite3
+        >>> conn = sqlite3.connect(":memory:")
+        >>> _ = conn.execute("CREATE TABLE a (id INTEGER PRIMARY KEY, x REAL)")
+        >>> _ = conn.execute("CREATE TABLE b (id INT PRIMARY KEY, x REAL)")
+        >>> rowid_alias(conn, "a"), rowid_alias(conn, "b")
+        ('id', None)
+    """
+    keys = [row for row in conn.execute(f"PRAGMA table_info({table})") if row[5]]
+    if len(keys) != 1 or keys[0][2].upper() != "INTEGER":
+        return None
+    if any(row[3] == "pk" for row in conn.execute(f"PRAGMA index_list({table})")):
+        return None
+    name: str = keys[0][1]
+    return name
 
 
 def check_params(params: Any) -> Params:
