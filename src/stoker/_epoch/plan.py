@@ -171,7 +171,10 @@ class MapPlan(_Plan):
         # loses nothing): the next records that pass, or rows packed from them.
         packer = builder.dataset._packer(self._batch_size)
         self._filler: Filler = packer if packer is not None else _Records(self._batch_size)
-        self._chunk = self._filler.chunk if batch_size is not None else 32  # records a read
+        # Records read at a time: a batch's worth, or what the packer asks for.
+        self._chunk = batch_size if batch_size is not None else 32
+        if packer is not None and batch_size is not None:
+            self._chunk = packer.chunk
         self._reader: ChunkReader | None = None
 
     def _ctx(self, epoch: int) -> Context:
@@ -327,8 +330,7 @@ class Filler(Protocol):
     the record does not fit (it then starts the next batch); ``add_from`` adds a run
     of records from position ``start`` on the same way (a ``SKIP`` is consumed
     without being added) and returns the position of the first one it did not take;
-    ``full`` is True when no record fits any more; ``chunk`` is how many records to
-    read at a time; ``take()`` returns the batch's
+    ``full`` is True when no record fits any more; ``take()`` returns the batch's
     items (records or packed rows) and the (epoch, index) of every record consumed,
     and starts a new batch; ``collated`` is then those items as ``default_collate``
     makes them, when the filler built that batch itself (None otherwise).
@@ -336,9 +338,6 @@ class Filler(Protocol):
 
     @property
     def full(self) -> bool: ...
-
-    @property
-    def chunk(self) -> int: ...
 
     @property
     def collated(self) -> Any: ...
@@ -359,7 +358,6 @@ class _Records:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self.chunk = size
         self._records: list[Any] = []
         self._taken: list[tuple[int, int]] = []
 
