@@ -304,13 +304,13 @@ class PackChunk(list[Row | Skip]):
         starts: list[int],
         lengths: list[int],
     ) -> None:
-        if len(fields) == 1:
+        if len(fields) == 1:  # (a list comprehension: twice as fast as a generator here)
             (f,), (a,) = fields, arrays
-            super().__init__({f: a[s : s + n]} for s, n in zip(starts, lengths, strict=True))
+            super().__init__([{f: a[s : s + n]} for s, n in zip(starts, lengths, strict=True)])
         else:
+            named = list(zip(fields, arrays, strict=True))
             super().__init__(
-                {f: a[s : s + n] for f, a in zip(fields, arrays, strict=True)}
-                for s, n in zip(starts, lengths, strict=True)
+                [{f: a[s : s + n] for f, a in named} for s, n in zip(starts, lengths, strict=True)]
             )
         self.fields = fields
         self.arrays = arrays
@@ -368,7 +368,8 @@ class Packer:
     one it did not take (a :class:`PackChunk` is placed from its columns). ``take()``
     returns the rows and the (epoch, index) of every record in them, and starts an
     empty batch; ``collated`` is then the rows' batch (a dict of 2-D arrays). ``full``
-    is True when no record could be added any more.
+    is True when no record could be added any more; ``chunk`` is how many records the
+    loader reads at a time for it.
 
     Example:
         >>> import numpy as np
