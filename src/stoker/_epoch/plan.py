@@ -290,10 +290,12 @@ class MapPlan(_Plan):
                 break
             run = self._ready[0]
             start = run.start
-            run.start = filler.add_from(run.records, run.epoch, run.indices, start)
-            if run.epoch == self._epoch:
-                self._position += run.start - start
-            if run.start < len(run.records):
+            try:
+                whole = filler.add_from(run)
+            finally:  # the records taken count even when one raised
+                if run.epoch == self._epoch:
+                    self._position += run.start - start
+            if not whole:
                 break  # a record that does not fit starts the next batch (or it is full)
             self._ready.popleft()
         items, taken = filler.take()
@@ -316,7 +318,7 @@ class _Run:
 
     __slots__ = ("epoch", "indices", "records", "start")
 
-    def __init__(self, records: Sequence[Any], epoch: int, indices: list[int]) -> None:
+    def __init__(self, records: Sequence[Any], epoch: int, indices: Sequence[int]) -> None:
         self.records = records
         self.epoch = epoch
         self.indices = indices
@@ -328,8 +330,9 @@ class Filler(Protocol):
 
     ``add`` takes a record into the batch and returns True, or returns False when
     the record does not fit (it then starts the next batch); ``add_from`` adds a run
-    of records from position ``start`` on the same way (a ``SKIP`` is consumed
-    without being added) and returns the position of the first one it did not take;
+    of records from ``run.start`` on the same way (a ``SKIP`` is consumed without
+    being added), advances ``run.start`` past those taken, and returns True when it
+    took the whole run;
     ``full`` is True when no record fits any more; ``take()`` returns the batch's
     items (records or packed rows) and the (epoch, index) of every record consumed,
     and starts a new batch; ``collated`` is then those items as ``default_collate``
@@ -344,9 +347,7 @@ class Filler(Protocol):
 
     def add(self, record: Any, epoch: int, index: int) -> bool: ...
 
-    def add_from(
-        self, records: Sequence[Any], epoch: int, indices: Sequence[int], start: int
-    ) -> int: ...
+    def add_from(self, run: _Run) -> bool: ...
 
     def take(self) -> tuple[Sequence[Any], list[tuple[int, int]]]: ...
 
@@ -370,17 +371,17 @@ class _Records:
         self._taken.append((epoch, index))
         return True
 
-    def add_from(
-        self, records: Sequence[Any], epoch: int, indices: Sequence[int], start: int
-    ) -> int:
-        k, end = start, len(records)
+    def add_from(self, run: _Run) -> bool:
+        records, epoch, indices = run.records, run.epoch, run.indices
+        k, end = run.start, len(records)
         while k < end and len(self._records) < self._size:
             record = records[k]
             if record is not SKIP:
                 self._records.append(record)
                 self._taken.append((epoch, indices[k]))
             k += 1
-        return k
+        run.start = k
+        return k == end
 
     def take(self) -> tuple[list[Any], list[tuple[int, int]]]:
         records, taken = self._records, self._taken

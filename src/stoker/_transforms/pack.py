@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, overload
+from typing import Any, NoReturn, Protocol, overload
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .._dataset import Dataset, IterDataset, UnaryNode
 from .._sources.columns import Ragged, column_records
 from ..errors import CollateError, ConfigError, NotSupportedError
 
-__all__ = ["PackChunk", "PackDataset", "PackedRows", "Packer", "pack"]
+__all__ = ["PackChunk", "PackDataset", "PackedRows", "Packer", "Run", "pack"]
 
 SEGMENT_IDS = "segment_ids"
 POSITIONS = "positions"
@@ -324,6 +324,16 @@ class PackChunk(list[Row | Skip]):
 Piece = tuple[tuple[np.ndarray, ...], int, int]  # (an array per field, start, tokens)
 
 
+class Run(Protocol):
+    """Records read in sampler order (``SKIP`` for removed ones), their epoch and
+    sample indices, and how many of them were taken already (``start``)."""
+
+    records: Sequence[Any]
+    epoch: int
+    indices: Sequence[int]
+    start: int
+
+
 class PackedRows(Sequence[Row]):
     """The rows of one packed batch: row ``i`` is ``{name: batch[name][i]}``.
 
@@ -363,9 +373,9 @@ class Packer:
 
     ``add(record, epoch, index)`` puts a record (a dict of 1-D arrays) into the first
     row with room and returns True, or returns False (taking nothing) when no row has
-    room: the batch is complete. ``add_from(records, epoch, indices, start)`` adds
-    ``records[start:]`` in order the same way and returns the position of the first
-    one it did not take (a :class:`PackChunk` is placed from its columns). ``take()``
+    room: the batch is complete. ``add_from(run)`` adds a run of records in order the
+    same way, from ``run.start`` on, and advances ``run.start`` past those it took
+    (a :class:`PackChunk` is placed from its columns). ``take()``
     returns the rows and the (epoch, index) of every record in them, and starts an
     empty batch; ``collated`` is then the rows' batch (a dict of 2-D arrays). ``full``
     is True when no record could be added any more; ``chunk`` is how many records the
@@ -422,52 +432,58 @@ class Packer:
         arrays = tuple(record[f] for f in self._fields)
         return self._add(arrays, 0, len(arrays[0]), epoch, index)
 
-    def add_from(
-        self, records: Sequence[Any], epoch: int, indices: Sequence[int], start: int
-    ) -> int:
-        """Add ``records[start:]`` (their sample indices: ``indices``) in order until one
-        fits in no row; the position of the first record not taken (``len(records)``
-        when all were). A ``SKIP`` is passed over, as taken; nothing is taken once the
-        batch is ``full``."""
+    def add_from(self, run: Run) -> bool:
+        """Add the records of ``run`` from ``run.start`` on, in order, until one fits in
+        no row, advancing ``run.start`` past each record taken (so it is exact even when
+        a record raises); True when the run was taken to its end. A ``SKIP`` is passed
+        over, as taken; nothing is taken once the batch is ``full``."""
+        records = run.records
         if isinstance(records, PackChunk):
-            return self._add_chunk(records, epoch, indices, start)
-        end = len(records)
-        for k in range(start, end):
+            return self._add_chunk(records, run)
+        epoch, indices = run.epoch, run.indices
+        for k in range(run.start, len(records)):
             if self.full:
-                return k
+                return False
             record = records[k]
             if record is not SKIP and not self.add(record, epoch, indices[k]):
-                return k
-        return end
+                return False
+            run.start = k + 1
+        return True
 
-    def _add_chunk(self, chunk: PackChunk, epoch: int, indices: Sequence[int], start: int) -> int:
+    def _add_chunk(self, chunk: PackChunk, run: Run) -> bool:
         # add() for every record, inlined: this loop runs once per record of the epoch.
         arrays, starts, lengths = chunk.arrays, chunk.starts, chunk.lengths
+        epoch, indices = run.epoch, run.indices
         length, rows = self._length, self._rows
         free, pieces, taken = self._free, self._pieces, self._taken
         end = len(lengths)
-        k = start
-        while k < end:
-            n = lengths[k]
-            if n == 0 or n > length:  # nothing to place, or a record to split
-                if (n == 0 and self.full) or not self._add(arrays, starts[k], n, epoch, indices[k]):
-                    return k
+        k = run.start
+        try:
+            while k < end:
+                n = lengths[k]
+                if n == 0 or n > length:  # nothing to place, or a record to split
+                    if n == 0 and self.full:
+                        return False
+                    if not self._add(arrays, starts[k], n, epoch, indices[k]):
+                        return False
+                    k += 1
+                    continue
+                for row, room in enumerate(free):  # noqa: B007 (row: the one found, after break)
+                    if room >= n:
+                        break
+                else:
+                    if len(free) == rows:
+                        return False
+                    row = len(free)
+                    free.append(length)
+                    pieces.append([])
+                pieces[row].append((arrays, starts[k], n))
+                free[row] -= n
+                taken.append((epoch, indices[k]))
                 k += 1
-                continue
-            for row, room in enumerate(free):  # noqa: B007 (row: the one found, after break)
-                if room >= n:
-                    break
-            else:
-                if len(free) == rows:
-                    return k
-                row = len(free)
-                free.append(length)
-                pieces.append([])
-            pieces[row].append((arrays, starts[k], n))
-            free[row] -= n
-            taken.append((epoch, indices[k]))
-            k += 1
-        return end
+            return True
+        finally:
+            run.start = k
 
     def _add(
         self, arrays: tuple[np.ndarray, ...], start: int, n: int, epoch: int, index: int
