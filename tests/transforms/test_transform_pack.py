@@ -333,3 +333,22 @@ def test_list_columns_that_cannot_be_packed_say_why(tmp_path) -> None:
     ds = sk.from_parquet(_parquet(tmp_path, long, "long.parquet"))
     with pytest.raises(sk.CollateError, match="4 rows of 16"):
         list(sk.DataLoader(ds.pack(16, overflow="split"), batch_size=3))
+
+
+def test_records_of_mixed_dtypes_and_byte_orders_are_cast_into_one_batch() -> None:
+    records = [
+        {"tokens": np.array([1, 2], dtype=np.int16)},
+        {"tokens": np.array([3, 4, 5], dtype=">i4")},
+        {"tokens": np.array([6], dtype=np.int32)},
+    ]
+    (batch,) = sk.DataLoader(sk.from_sequence(records).pack(4), batch_size=2)
+    assert batch["tokens"].dtype == np.int32
+    assert batch["tokens"].tolist() == [[1, 2, 6, 0], [3, 4, 5, 0]]
+
+
+def test_rows_of_many_segments() -> None:
+    ones = sk.from_sequence([{"tokens": [i]} for i in range(1, 101)])
+    (batch,) = sk.DataLoader(ones.pack(100), batch_size=1)
+    assert batch["segment_ids"].tolist() == [list(range(1, 101))]
+    assert batch["positions"].tolist() == [[0] * 100]
+    assert batch["tokens"].tolist() == [list(range(1, 101))]

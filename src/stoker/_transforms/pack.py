@@ -280,6 +280,45 @@ def _row_length(length: object) -> int:
     return int(length)
 
 
+class _Buffer:
+    """A 1-D array and a memoryview of it (for fast slice copies between same formats)."""
+
+    __slots__ = ("array", "view")
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+        self.view = array.data
+
+
+def _copy_pair(out: _Buffer, source: np.ndarray) -> tuple[Any, Any]:
+    """(target, source) to copy ``source``'s slices into ``out``: memoryviews when both
+    hold the same format, else the arrays (NumPy then casts)."""
+    view = source.data
+    if view.format == out.view.format and view.itemsize == out.view.itemsize:
+        return out.view, view
+    return out.array, source
+
+
+_SEGMENT_FILLS: dict[int, list[memoryview]] = {}
+_FILLED_SEGMENTS = 64  # segment numbers kept as filled rows, for rows of up to...
+_FILLED_LENGTH = 1 << 14  # ... this many tokens (64 x 16,384 int32: 4 MiB)
+
+
+def _segment_fills(length: int) -> list[memoryview]:
+    """Row ``g`` (1 <= g < 64) of ``length`` int32 values ``g``, as memoryviews (none
+    for very long rows: segment ids are then written by NumPy)."""
+    fills = _SEGMENT_FILLS.get(length)
+    if fills is None:
+        if length > _FILLED_LENGTH:
+            fills = []
+        else:
+            rows = np.repeat(np.arange(_FILLED_SEGMENTS, dtype=np.int32)[:, None], length, axis=1)
+            rows.flags.writeable = False
+            fills = [row.data for row in rows]
+        _SEGMENT_FILLS[length] = fills
+    return fills
+
+
 class PackChunk(list[Row | Skip]):
     """The checked records of one chunk, that also carry their fields column by column.
 
@@ -562,24 +601,38 @@ class Packer:
                 ) from exc
         segment_ids = np.zeros((nrows, length), dtype=np.int32)
         positions = np.zeros((nrows, length), dtype=np.int32)
-        counting = _counting(length)
-        # Flat views: a piece is one run of a row, so each copy is one 1-D slice
-        # assignment, at copy speed, with no masks or index arrays.
-        outs = [batch[f].reshape(-1) for f in fields]
-        segs, poss = segment_ids.reshape(-1), positions.reshape(-1)
-        single = len(fields) == 1
-        out0 = outs[0]
+        # Each piece is one run of a row: one slice assignment per piece and field into
+        # the flat batch, at copy speed, with no masks or index arrays. Between buffers
+        # of one format, a memoryview's slice assignment costs half of NumPy's.
+        outs = [_Buffer(batch[f].reshape(-1)) for f in fields]
+        segs = _Buffer(segment_ids.reshape(-1))
+        poss = _Buffer(positions.reshape(-1))
+        counting = _Buffer(_counting(length)).view
+        seg_fills = _segment_fills(length)
+        filled = len(seg_fills)
+        seg_view, seg_array, pos_view = segs.view, segs.array, poss.view
+        copies: dict[int, list[tuple[Any, Any]]] = {}  # id(arrays) -> (target, source) each
+        last: tuple[np.ndarray, ...] | None = None
+        pairs: list[tuple[Any, Any]] = []
         for r, row in enumerate(pieces):
             at = r * length
             for segment, (arrays, start, n) in enumerate(row, 1):
                 stop = at + n
-                if single:
-                    out0[at:stop] = arrays[0][start : start + n]
+                if arrays is not last:  # a chunk's pieces share their arrays
+                    last = arrays
+                    found = copies.get(id(arrays))
+                    if found is None:
+                        found = copies[id(arrays)] = [
+                            _copy_pair(out, a) for out, a in zip(outs, arrays, strict=True)
+                        ]
+                    pairs = found
+                for target, source in pairs:
+                    target[at:stop] = source[start : start + n]
+                if segment < filled:
+                    seg_view[at:stop] = seg_fills[segment][:n]
                 else:
-                    for out, a in zip(outs, arrays, strict=True):
-                        out[at:stop] = a[start : start + n]
-                segs[at:stop] = segment
-                poss[at:stop] = counting[:n]
+                    seg_array[at:stop] = segment
+                pos_view[at:stop] = counting[:n]
                 at = stop
         batch[SEGMENT_IDS] = segment_ids
         batch[POSITIONS] = positions
