@@ -238,3 +238,117 @@ def test_combining_packed_datasets_is_refused_with_the_order_to_use(combine):
     build = {"concat": sk.concat, "mix": sk.mix, "zip": lambda parts: sk.zip(*parts)}[combine]
     with pytest.raises(sk.ConfigError, match=rf"pack last: sk\.pack\(sk\.{combine}"):
         build([packed, packed])
+
+
+# -- a table source's list columns: packed from the columns, the rows of the record path
+
+
+def _lengths(n: int) -> list[int]:
+    return [(i * 11) % 37 for i in range(n)]  # 0..36 tokens: empty ones, and longer than LENGTH
+
+
+def _token_table(n: int, fields: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
+    """Records of int32 token lists, field k of record i holding i * 1000 + k * 100 + j."""
+    return [
+        {f: np.arange(m, dtype=np.int32) + i * 1000 + k * 100 for k, f in enumerate(fields)}
+        for i, m in enumerate(_lengths(n))
+    ]
+
+
+def _parquet(tmp_path, records: list[dict[str, np.ndarray]], name: str = "t.parquet") -> str:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    names = list(records[0])
+    table = pa.table(
+        {f: pa.array([r[f] for r in records], type=pa.list_(pa.int32())) for f in names}
+    )
+    path = tmp_path / name
+    pq.write_table(table, path, row_group_size=7)  # chunks read across row groups
+    return str(path)
+
+
+def _both(tmp_path, fields: tuple[str, ...], n: int = 120) -> tuple[sk.Dataset, sk.Dataset]:
+    """The same records from a Parquet file (list columns) and from a list of dicts."""
+    records = _token_table(n, fields)
+    return sk.from_parquet(_parquet(tmp_path, records)), sk.from_sequence(records)
+
+
+@pytest.mark.parametrize("overflow", ["truncate", "split"])
+@pytest.mark.parametrize("fields", [("tokens",), ("tokens", "labels")])
+def test_list_columns_give_the_rows_of_the_record_path(tmp_path, overflow, fields) -> None:
+    columns, records = _both(tmp_path, fields)
+    pad = {f: -1 if f == "labels" else 0 for f in fields}
+
+    def loader(ds: sk.Dataset, **kw: object) -> sk.DataLoader:
+        packed = ds.pack(LENGTH, fields=fields, pad_value=pad, overflow=overflow)
+        return sk.DataLoader(packed, batch_size=3, shuffle=True, seed=5, **kw)
+
+    assert_same_batches(loader(records), loader(columns), epochs=2)
+    batches = list(loader(columns))
+    assert all(b[f].dtype == np.int32 for b in batches for f in fields)
+    placed = sorted(int(seg[0]) // 1000 for b in batches for seg in _segments(b) if seg)
+    expected = [i for i, m in enumerate(_lengths(120)) if m]
+    if overflow == "truncate":
+        assert placed == expected  # every non-empty record once, its first LENGTH tokens
+    else:
+        assert sorted(set(placed)) == expected  # long records in several pieces
+    assert_resumes_exactly(loader(columns, last_batch="rollover"), epochs=2, max_stops=6)
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_list_columns_with_workers_give_the_inline_batches(tmp_path, mode) -> None:
+    columns, records = _both(tmp_path, ("tokens", "labels"))
+
+    def loader(ds: sk.Dataset, **kw: object) -> sk.DataLoader:
+        packed = ds.pack(LENGTH, fields=("tokens", "labels"), overflow="split")
+        return sk.DataLoader(packed, batch_size=4, shuffle=True, seed=2, **kw)
+
+    workers = loader(columns, num_workers=2, worker_mode=mode)
+    assert_same_batches(loader(records), workers, epochs=2)
+    # Stopped in the middle of an epoch, it resumes with the rows of the record path.
+    assert_resumes_exactly(workers, epochs=1, max_stops=4, fresh=loader(records))
+
+
+def test_list_columns_are_read_as_columns(tmp_path) -> None:
+    from stoker._context import Context
+    from stoker._transforms.pack import PackChunk
+
+    columns, _ = _both(tmp_path, ("tokens",), n=10)
+    chunk = sk.pack(columns, LENGTH)._fetch(np.arange(10), Context(0, 0))
+    assert isinstance(chunk, PackChunk)  # the column path, not records one by one
+    assert chunk.lengths == [min(m, LENGTH) for m in _lengths(10)]
+    assert [r["tokens"].tolist() for r in chunk] == [
+        list(range(i * 1000, i * 1000 + min(m, LENGTH))) for i, m in enumerate(_lengths(10))
+    ]
+
+
+def test_list_columns_that_cannot_be_packed_say_why(tmp_path) -> None:
+    uneven = [{"a": np.arange(3, dtype=np.int32), "b": np.arange(2, dtype=np.int32)}] * 2
+    ds = sk.from_parquet(_parquet(tmp_path, uneven, "uneven.parquet"))
+    with pytest.raises(sk.CollateError, match="equally long"):
+        list(sk.DataLoader(ds.pack(8, fields=("a", "b")), batch_size=2))
+    with pytest.raises(sk.CollateError, match=r"exactly the fields \['a'\], got \['a', 'b'\]"):
+        list(sk.DataLoader(ds.pack(8, fields="a"), batch_size=2))
+    long = [{"tokens": np.arange(50, dtype=np.int32)}]
+    ds = sk.from_parquet(_parquet(tmp_path, long, "long.parquet"))
+    with pytest.raises(sk.CollateError, match="4 rows of 16"):
+        list(sk.DataLoader(ds.pack(16, overflow="split"), batch_size=3))
+
+
+def test_records_of_mixed_dtypes_and_byte_orders_are_cast_into_one_batch() -> None:
+    records = [
+        {"tokens": np.array([1, 2], dtype=np.int16)},
+        {"tokens": np.array([3, 4, 5], dtype=">i4")},
+        {"tokens": np.array([6], dtype=np.int32)},
+    ]
+    (batch,) = sk.DataLoader(sk.from_sequence(records).pack(4), batch_size=2)
+    assert batch["tokens"].dtype == np.int32
+    assert batch["tokens"].tolist() == [[1, 2, 6, 0], [3, 4, 5, 0]]
+
+
+def test_rows_of_many_segments() -> None:
+    ones = sk.from_sequence([{"tokens": [i]} for i in range(1, 101)])
+    (batch,) = sk.DataLoader(ones.pack(100), batch_size=1)
+    assert batch["segment_ids"].tolist() == [list(range(1, 101))]
+    assert batch["positions"].tolist() == [[0] * 100]
+    assert batch["tokens"].tolist() == [list(range(1, 101))]

@@ -110,6 +110,11 @@ class BatchBuilder:
         return self._dataset
 
     @property
+    def collate_fn(self) -> Callable[[list[Any]], Any] | None:
+        """The loader's ``collate_fn``; None for the default collate."""
+        return self._collate_fn
+
+    @property
     def pool(self) -> BufferPool:
         return self._pool
 
