@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ._hosts import Shard
     from ._stats import SourceShare
     from ._transforms.mix import MixDataset
-    from ._transforms.pack import Packer
+    from ._transforms.packer import Packer
     from ._transforms.stream import BatchedStream
 
 __all__ = [

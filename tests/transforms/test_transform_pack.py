@@ -311,7 +311,7 @@ def test_list_columns_with_workers_give_the_inline_batches(tmp_path, mode) -> No
 
 def test_list_columns_are_read_as_columns(tmp_path) -> None:
     from stoker._context import Context
-    from stoker._transforms.pack import PackChunk
+    from stoker._transforms.packer import PackChunk
 
     columns, _ = _both(tmp_path, ("tokens",), n=10)
     chunk = sk.pack(columns, LENGTH)._fetch(np.arange(10), Context(0, 0))
