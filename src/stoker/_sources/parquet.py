@@ -290,8 +290,8 @@ class ParquetDataset(TableDataset):
     def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The row group of every index and its row in that row group."""
         if self._uniform:  # every row group but the last has the same size: divide
-            groups, local = np.divmod(indices, self._group_rows)
-            return groups, local
+            groups = indices // self._group_rows
+            return groups, indices - groups * self._group_rows
         groups = np.searchsorted(self._starts, indices, side="right") - 1
         return groups, indices - self._starts[groups]
 
