@@ -40,22 +40,60 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
 class Ragged:
     """Variable-length rows: row ``i`` is ``values[offsets[i]:offsets[i + 1]]``.
+
+    A batch gathered from several blocks may be made :meth:`of_pieces`: its rows stay
+    views of those blocks until ``values`` is first read (then they are concatenated
+    once), so that a reader that copies every row anyway (padding) copies it once.
 
     Example:
         >>> import numpy as np
         >>> col = Ragged(np.array([1, 2, 3]), np.array([0, 2, 2, 3]))
         >>> [r.tolist() for r in col.rows()], col.lengths().tolist()
         ([[1, 2], [], [3]], [2, 0, 1])
+        >>> lazy = Ragged.of_pieces([np.array([4, 5]), np.array([6])])
+        >>> lazy.values.tolist(), lazy.offsets.tolist()
+        ([4, 5, 6], [0, 2, 3])
     """
 
-    values: np.ndarray
-    offsets: np.ndarray
+    __slots__ = ("_pieces", "_values", "offsets")
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray) -> None:
+        self._values: np.ndarray | None = values
+        self._pieces: list[np.ndarray] | None = None
+        self.offsets = offsets
+
+    @classmethod
+    def of_pieces(cls, pieces: list[np.ndarray]) -> Ragged:
+        """The rows ``pieces`` (at least one, 1-D, one dtype), not copied until
+        ``values`` is read."""
+        ends = np.zeros(len(pieces) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in pieces], out=ends[1:])
+        column = cls(pieces[0][:0], ends)
+        column._values, column._pieces = None, pieces
+        return column
+
+    @property
+    def values(self) -> np.ndarray:
+        """Every row's values, end to end (rows from :meth:`of_pieces` joined on first use)."""
+        if self._values is None:
+            self._values = np.concatenate(self._pieces or [])
+            self._pieces = None
+        return self._values
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The dtype of the values."""
+        if self._pieces is not None:
+            return self._pieces[0].dtype
+        return self.values.dtype
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
+
+    def __repr__(self) -> str:
+        return f"Ragged(rows={len(self)}, dtype={self.dtype})"
 
     def lengths(self) -> np.ndarray:
         """The length of every row (int64)."""
@@ -65,6 +103,14 @@ class Ragged:
         """Every row as a 1-D array (views of ``values``)."""
         values, bounds = self.values, (self.offsets - self.offsets[0]).tolist()
         return [values[a:b] for a, b in itertools.pairwise(bounds)]
+
+    def pieces(self) -> list[np.ndarray]:
+        """Every row as a 1-D array to read (and copy) only: for rows made
+        :meth:`of_pieces`, views of the blocks they were gathered from (read-only
+        maps, or a cache's arrays: never hand them out or write to them)."""
+        if self._pieces is not None:
+            return self._pieces
+        return self.rows()
 
 
 Column = np.ndarray | Ragged | list[Any]
@@ -251,17 +297,20 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
         >>> cols["x"].tolist(), [r.tolist() for r in cols["t"].rows()]
         ([3, 2, 1], [[5], [8, 9], [7]])
     """
-    if len(blocks) == 1:
-        wheres = [np.arange(len(rows))]
-    else:
-        # block_of holds few distinct small ints: a stable sort of them as 16-bit ints
-        # is NumPy's radix sort, and the bounds are the cumulated counts.
-        small = block_of.astype(np.uint16) if len(blocks) <= 1 << 16 else block_of
-        order = np.argsort(small, kind="stable")
-        bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(block_of, minlength=len(blocks)), out=bounds[1:])
-        wheres = [order[bounds[k] : bounds[k + 1]] for k in range(len(blocks))]
-    picked = [rows[w] for w in wheres] if len(blocks) > 1 else [rows]
+    split: list[list[np.ndarray]] = []  # [wheres, picked], made when first needed
+
+    def by_block() -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if not split:
+            # block_of holds few distinct small ints: a stable sort of them as 16-bit
+            # ints is NumPy's radix sort, and the bounds are the cumulated counts.
+            small = block_of.astype(np.uint16) if len(blocks) <= 1 << 16 else block_of
+            order = np.argsort(small, kind="stable")
+            bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(block_of, minlength=len(blocks)), out=bounds[1:])
+            wheres = [order[bounds[k] : bounds[k + 1]] for k in range(len(blocks))]
+            split.extend([wheres, [rows[w] for w in wheres]])
+        return split[0], split[1]
+
     first = blocks[0]
     stacks = first.stacks if isinstance(first, StackedColumns) else {}
     if stacks and not all(
@@ -279,6 +328,7 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
                 if len(blocks) == 1:
                     rows_of = block0[rows]
                 else:
+                    wheres, picked = by_block()
                     pieces = [
                         b.stacks[name][0][r]  # type: ignore[attr-defined]
                         for b, r in zip(blocks, picked, strict=True)
@@ -293,6 +343,7 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
         if isinstance(column, Ragged) and len(rows) <= _ROW_BY_ROW:
             result[name] = _ragged_rows([b[name] for b in blocks], block_of, rows, name)
             continue
+        wheres, picked = by_block()
         parts = [_take_one(b[name], r) for b, r in zip(blocks, picked, strict=True)]
         result[name] = _scatter(column, parts, wheres, len(rows), name)
     return result
@@ -405,7 +456,7 @@ def gather_batch(
             np.take(column, rows, axis=0, out=target)
         else:
             for b, where, r in zip(blocks, wheres, picked, strict=True):
-                target[where] = b[name][r]
+                target[where] = b[name][r]  # type: ignore[index]  # plan: all arrays
         batch[name] = target
     return {name: batch[name] for name in plan.names}
 
@@ -471,32 +522,25 @@ def _side_by_side(targets: list[Any], n: int, dtype: np.dtype[Any]) -> np.ndarra
 
 _ROW_BY_ROW = 64
 """Up to this many rows, list rows from several blocks are copied one slice each
-(about 1 µs a row), cheaper than a vectorised gather per block (about 30 µs a block)."""
+(under 1 µs a row), cheaper than a vectorised gather per block (about 30 µs a block)."""
 
 
 def _ragged_rows(
     columns: list[Column], block_of: np.ndarray, rows: np.ndarray, name: str
 ) -> Ragged:
-    """Rows ``rows`` of the list columns of several blocks, one slice per row (the
-    bounds looked up with one NumPy call per block)."""
-    starts = np.empty(len(rows), dtype=np.int64)
-    stops = np.empty(len(rows), dtype=np.int64)
-    values = []
-    for k, column in enumerate(columns):
+    """Rows ``rows`` of the list columns of several blocks, one view per row (its
+    bounds read as two Python ints: cheaper than NumPy calls per block for few rows)."""
+    offsets_of, values_of = [], []
+    for column in columns:
         if not isinstance(column, Ragged):
             raise TypeError(f"column {name!r} changed kind between blocks")
-        where = block_of == k
-        picked = rows[where]
-        starts[where] = column.offsets[picked]
-        stops[where] = column.offsets[picked + 1]
-        values.append(column.values)
-    pieces = [
-        values[b][a:z]
-        for b, a, z in zip(block_of.tolist(), starts.tolist(), stops.tolist(), strict=True)
-    ]
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(stops - starts, out=offsets[1:])
-    return Ragged(np.concatenate(pieces), offsets)
+        offsets_of.append(column.offsets.item)
+        values_of.append(column.values)
+    pieces = []
+    for k, row in zip(block_of.tolist(), rows.tolist(), strict=True):
+        at = offsets_of[k]
+        pieces.append(values_of[k][at(row) : at(row + 1)])
+    return Ragged.of_pieces(pieces)  # joined only if someone reads ``values``
 
 
 def _scatter_rows(pieces: list[np.ndarray], wheres: list[np.ndarray]) -> np.ndarray:
