@@ -283,11 +283,11 @@ class _Padding:
         longest = int(n.max()) if len(n) else 0
         width = self._width(longest, True)
         if len(n) <= _ROW_BY_ROW:  # one slice copy a row: no index arrays the batch's size
-            out = self._full((len(n), width), fill, column.values.dtype, where)
+            out = self._full((len(n), width), fill, column.dtype, where)
             cut = np.minimum(n, width)
-            values = column.values
-            for row, start, k in zip(out, column.offsets[:-1].tolist(), cut.tolist(), strict=True):
-                row[:k] = values[start : start + k]
+            # Rows gathered from several blocks are read where they lie (copied once).
+            for row, piece, k in zip(out, column.pieces(), cut.tolist(), strict=True):
+                row[:k] = piece[:k]
             return out, cut
         flat = column.values[int(column.offsets[0]) : int(column.offsets[-1])]
         if longest > width:  # keep the first ``width`` values of every row

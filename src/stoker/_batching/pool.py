@@ -54,6 +54,7 @@ class BufferPool:
         self._layout: list[tuple[tuple[int, ...], np.dtype[Any]]] = []
         self._slots: list[list[np.ndarray]] = []
         self._lock = threading.Lock()
+        self._refused = False  # a full batch had views among its arrays: never planned
         self.recycled = 0
         self.allocated = 0
 
@@ -81,13 +82,18 @@ class BufferPool:
     def adopt(self, batch: Any) -> None:
         """Offer a freshly allocated batch; the first full one fixes the plan."""
         self.allocated += 1
-        if len(self._slots) >= self._max_slots:
+        if len(self._slots) >= self._max_slots or self._refused:
             return
         leaves, treedef = flatten(batch)
-        if not leaves or any(leaf.ndim == 0 or leaf.base is not None for leaf in leaves):
+        if not leaves or any(leaf.ndim == 0 for leaf in leaves):
             return
         layout = [(leaf.shape, leaf.dtype) for leaf in leaves]
         if any(shape[0] != self._batch_size for shape, _ in layout):
+            return
+        if any(leaf.base is not None for leaf in leaves):
+            # Views (columns of one array, say) cannot be told free by their own
+            # references: such batches keep fresh memory, and are not looked at again.
+            self._refused = self._treedef is None
             return
         with self._lock:
             if self._treedef is None:

@@ -47,9 +47,15 @@ class _Windows(EpochOrder):
         layout = sampler._layout(self._epoch)
         lo = number * sampler.window
         hi = min(lo + sampler.window, len(sampler))
-        positions = np.arange(lo, hi, dtype=np.int64)
-        slot = np.searchsorted(layout.ends, positions, side="right")
-        values = layout.order[slot] * sampler.chunk_size + (positions - layout.starts[slot])
+        # The window's positions cover a few chunks, each a run of consecutive indices:
+        # lay the runs end to end (no per-position search), then shuffle them.
+        first = int(np.searchsorted(layout.ends, lo, side="right"))
+        last = int(np.searchsorted(layout.ends, hi - 1, side="right"))
+        values = np.empty(hi - lo, dtype=np.int64)
+        for slot in range(first, last + 1):
+            a, b = max(lo, int(layout.starts[slot])), min(hi, int(layout.ends[slot]))
+            start = int(layout.order[slot]) * sampler.chunk_size + a - int(layout.starts[slot])
+            values[a - lo : b - lo] = np.arange(start, start + b - a, dtype=np.int64)
         shuffle = epoch_rng(sampler.seed, self._epoch, 1, number).permutation(hi - lo)
         window = values[shuffle]
         self._cache = (number, window)

@@ -30,29 +30,70 @@ __all__ = [
     "StackedColumns",
     "column_batch",
     "column_records",
+    "GatherPlan",
     "columns_nbytes",
+    "gather_batch",
+    "split_blocks",
     "stack_columns",
     "take_columns",
     "which_blocks",
 ]
 
 
-@dataclass(frozen=True, slots=True)
 class Ragged:
     """Variable-length rows: row ``i`` is ``values[offsets[i]:offsets[i + 1]]``.
+
+    A batch gathered from several blocks may be made :meth:`of_pieces`: its rows stay
+    views of those blocks until ``values`` is first read (then they are concatenated
+    once), so that a reader that copies every row anyway (padding) copies it once.
 
     Example:
         >>> import numpy as np
         >>> col = Ragged(np.array([1, 2, 3]), np.array([0, 2, 2, 3]))
         >>> [r.tolist() for r in col.rows()], col.lengths().tolist()
         ([[1, 2], [], [3]], [2, 0, 1])
+        >>> lazy = Ragged.of_pieces([np.array([4, 5]), np.array([6])])
+        >>> lazy.values.tolist(), lazy.offsets.tolist()
+        ([4, 5, 6], [0, 2, 3])
     """
 
-    values: np.ndarray
-    offsets: np.ndarray
+    __slots__ = ("_pieces", "_values", "offsets")
+
+    def __init__(self, values: np.ndarray, offsets: np.ndarray) -> None:
+        self._values: np.ndarray | None = values
+        self._pieces: list[np.ndarray] | None = None
+        self.offsets = offsets
+
+    @classmethod
+    def of_pieces(cls, pieces: list[np.ndarray]) -> Ragged:
+        """The rows ``pieces`` (at least one, 1-D, one dtype), not copied until
+        ``values`` is read."""
+        ends = np.zeros(len(pieces) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in pieces], out=ends[1:])
+        column = cls(pieces[0][:0], ends)
+        column._values, column._pieces = None, pieces
+        return column
+
+    @property
+    def values(self) -> np.ndarray:
+        """Every row's values, end to end (rows from :meth:`of_pieces` joined on first use)."""
+        if self._values is None:
+            self._values = np.concatenate(self._pieces or [])
+            self._pieces = None
+        return self._values
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The dtype of the values."""
+        if self._pieces is not None:
+            return self._pieces[0].dtype
+        return self.values.dtype
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
+
+    def __repr__(self) -> str:
+        return f"Ragged(rows={len(self)}, dtype={self.dtype})"
 
     def lengths(self) -> np.ndarray:
         """The length of every row (int64)."""
@@ -62,6 +103,14 @@ class Ragged:
         """Every row as a 1-D array (views of ``values``)."""
         values, bounds = self.values, (self.offsets - self.offsets[0]).tolist()
         return [values[a:b] for a, b in itertools.pairwise(bounds)]
+
+    def pieces(self) -> list[np.ndarray]:
+        """Every row as a 1-D array to read (and copy) only: for rows made
+        :meth:`of_pieces`, views of the blocks they were gathered from (read-only
+        maps, or a cache's arrays: never hand them out or write to them)."""
+        if self._pieces is not None:
+            return self._pieces
+        return self.rows()
 
 
 Column = np.ndarray | Ragged | list[Any]
@@ -162,11 +211,36 @@ def _list_nbytes(column: list[Any]) -> int:
     return 50 * n + (sized if n <= _SAMPLE else sized * n // len(sample))
 
 
+@dataclass(frozen=True, slots=True)
+class GatherPlan:
+    """How :func:`gather_batch` reads blocks of one layout: the column names in order,
+    the names of each stack by position, and the columns stored on their own."""
+
+    names: tuple[str, ...]
+    stacks: tuple[tuple[str, ...], ...]
+    singles: tuple[str, ...]
+
+
 class StackedColumns(dict[str, "Column"]):
     """Columns some of which view one 2-D block each (see :func:`stack_columns`);
-    ``stacks`` maps such a column to (its block, its position in the block)."""
+    ``stacks`` maps such a column to (its block, its position in the block). ``plan``
+    is set by :meth:`settle` when every column is a NumPy array (None otherwise)."""
 
     stacks: dict[str, tuple[np.ndarray, int]]
+    plan: GatherPlan | None = None
+
+    def settle(self) -> StackedColumns:
+        """Fix ``plan`` from the columns and ``stacks`` (call once they are complete)."""
+        if not all(isinstance(c, np.ndarray) for c in self.values()):
+            self.plan = None
+            return self
+        by_block: dict[int, list[tuple[int, str]]] = {}
+        for name, (block, position) in self.stacks.items():
+            by_block.setdefault(id(block), []).append((position, name))
+        stacks = tuple(tuple(name for _, name in sorted(group)) for group in by_block.values())
+        singles = tuple(name for name in self if name not in self.stacks)
+        self.plan = GatherPlan(tuple(self), stacks, singles)
+        return self
 
 
 def stack_columns(columns: Columns) -> StackedColumns:
@@ -193,7 +267,7 @@ def stack_columns(columns: Columns) -> StackedColumns:
         for j, name in enumerate(group):
             stacked[name] = block[:, j]
             stacked.stacks[name] = (block, j)
-    return stacked
+    return stacked.settle()
 
 
 def _ragged_take(column: Ragged, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -223,17 +297,20 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
         >>> cols["x"].tolist(), [r.tolist() for r in cols["t"].rows()]
         ([3, 2, 1], [[5], [8, 9], [7]])
     """
-    if len(blocks) == 1:
-        wheres = [np.arange(len(rows))]
-    else:
-        # block_of holds few distinct small ints: a stable sort of them as 16-bit ints
-        # is NumPy's radix sort, and the bounds are the cumulated counts.
-        small = block_of.astype(np.uint16) if len(blocks) <= 1 << 16 else block_of
-        order = np.argsort(small, kind="stable")
-        bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(block_of, minlength=len(blocks)), out=bounds[1:])
-        wheres = [order[bounds[k] : bounds[k + 1]] for k in range(len(blocks))]
-    picked = [rows[w] for w in wheres] if len(blocks) > 1 else [rows]
+    split: list[list[np.ndarray]] = []  # [wheres, picked], made when first needed
+
+    def by_block() -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if not split:
+            # block_of holds few distinct small ints: a stable sort of them as 16-bit
+            # ints is NumPy's radix sort, and the bounds are the cumulated counts.
+            small = block_of.astype(np.uint16) if len(blocks) <= 1 << 16 else block_of
+            order = np.argsort(small, kind="stable")
+            bounds = np.zeros(len(blocks) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(block_of, minlength=len(blocks)), out=bounds[1:])
+            wheres = [order[bounds[k] : bounds[k + 1]] for k in range(len(blocks))]
+            split.extend([wheres, [rows[w] for w in wheres]])
+        return split[0], split[1]
+
     first = blocks[0]
     stacks = first.stacks if isinstance(first, StackedColumns) else {}
     if stacks and not all(
@@ -251,6 +328,7 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
                 if len(blocks) == 1:
                     rows_of = block0[rows]
                 else:
+                    wheres, picked = by_block()
                     pieces = [
                         b.stacks[name][0][r]  # type: ignore[attr-defined]
                         for b, r in zip(blocks, picked, strict=True)
@@ -265,6 +343,7 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
         if isinstance(column, Ragged) and len(rows) <= _ROW_BY_ROW:
             result[name] = _ragged_rows([b[name] for b in blocks], block_of, rows, name)
             continue
+        wheres, picked = by_block()
         parts = [_take_one(b[name], r) for b, r in zip(blocks, picked, strict=True)]
         result[name] = _scatter(column, parts, wheres, len(rows), name)
     return result
@@ -290,34 +369,178 @@ def which_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique, number[blocks - low]
 
 
+def split_blocks(blocks: np.ndarray) -> tuple[list[int], list[np.ndarray] | None]:
+    """The distinct block numbers of a batch's rows (sorted) and, for each, the batch
+    positions of its rows (in batch order); None instead of the positions when every
+    row is in one block.
+
+    Example:
+        >>> import numpy as np
+        >>> unique, wheres = split_blocks(np.array([7, 3, 7, 5]))
+        >>> unique, [w.tolist() for w in wheres]
+        ([3, 5, 7], [[1], [3], [0, 2]])
+    """
+    if len(blocks) == 0:
+        return [], None
+    low = int(blocks.min())
+    shifted = blocks - low
+    counts = np.bincount(shifted)
+    present = np.flatnonzero(counts)
+    if len(present) == 1:
+        return [low], None
+    # Few distinct small numbers: a stable sort of them as 16-bit ints is NumPy's radix
+    # sort, and the rows of each block are one run of the sorted order.
+    small = shifted.astype(np.uint16) if len(counts) <= 1 << 16 else shifted
+    order = np.argsort(small, kind="stable")
+    ends = np.cumsum(counts[present]).tolist()
+    unique: list[int] = (present + low).tolist()
+    return unique, [order[a:b] for a, b in itertools.pairwise([0, *ends])]
+
+
+def gather_batch(
+    blocks: list[Columns], wheres: list[np.ndarray] | None, rows: np.ndarray, out: Any = None
+) -> Any:
+    """``column_batch(take_columns(blocks, block_of, rows), out)`` in one pass.
+
+    ``wheres[k]`` holds the batch positions read from ``blocks[k]`` (see
+    :func:`split_blocks`; None: one block holds every row); ``rows`` the row of each
+    position in its block. When every column is a NumPy array, each is gathered
+    straight into its place in the batch: the columns of a 2-D block of
+    :func:`stack_columns` with one copy of each row (its bytes at once) and one
+    transposing copy, into rows of one ``(columns, rows)`` array (each column
+    contiguous), or into ``out`` when it holds such columns side by side at a
+    constant stride (the slot of a process worker); other columns with one NumPy
+    gather a block. Other kinds take the general path.
+
+    Example:
+        >>> import numpy as np
+        >>> a = stack_columns({"x": np.array([1.0, 2.0]), "y": np.array([3.0, 4.0])})
+        >>> b = stack_columns({"x": np.array([5.0]), "y": np.array([6.0])})
+        >>> unique, wheres = split_blocks(np.array([1, 0, 0]))
+        >>> batch = gather_batch([a, b], wheres, np.array([0, 1, 0]))
+        >>> batch["x"].tolist(), batch["y"].tolist(), batch["y"].flags.c_contiguous
+        ([5.0, 2.0, 1.0], [6.0, 4.0, 3.0], True)
+    """
+    plan = getattr(blocks[0], "plan", None)
+    if plan is None or any(getattr(b, "plan", None) != plan for b in blocks[1:]):
+        return column_batch(take_columns(blocks, _block_of(wheres, len(rows)), rows), out)
+    n = len(rows)
+    targets: dict[str, Any] = out if isinstance(out, dict) else {}
+    picked = [rows] if wheres is None else [rows[w] for w in wheres]
+    batch: dict[str, np.ndarray] = {}
+    for names in plan.stacks:
+        sources = [b.stacks[names[0]][0] for b in blocks]  # type: ignore[attr-defined]
+        lined = _gather_rows(sources, wheres, picked, n)
+        dtype = lined.dtype
+        side = _side_by_side([targets.get(c) for c in names], n, dtype) if targets else None
+        if side is not None:
+            np.copyto(side, lined.T)
+            batch.update((c, targets[c]) for c in names)
+            continue
+        columns = np.empty((len(names), n), dtype=dtype)
+        np.copyto(columns, lined.T)
+        for j, c in enumerate(names):
+            target = targets.get(c)
+            if target is not None and _fits(target, (n,), dtype):
+                np.copyto(target, columns[j])
+                batch[c] = target
+            else:
+                batch[c] = columns[j]
+    for name in plan.singles:
+        column: np.ndarray = blocks[0][name]  # type: ignore[assignment]
+        shape = (n, *column.shape[1:])
+        target = targets.get(name)
+        if target is None or not _fits(target, shape, column.dtype):
+            target = np.empty(shape, dtype=column.dtype)
+        if wheres is None:
+            np.take(column, rows, axis=0, out=target)
+        else:
+            for b, where, r in zip(blocks, wheres, picked, strict=True):
+                target[where] = b[name][r]  # type: ignore[index]  # plan: all arrays
+        batch[name] = target
+    return {name: batch[name] for name in plan.names}
+
+
+def _block_of(wheres: list[np.ndarray] | None, n: int) -> np.ndarray:
+    """The block of every batch position (the inverse of :func:`split_blocks`)."""
+    block_of = np.zeros(n, dtype=np.int64)
+    for k, where in enumerate(wheres or []):
+        block_of[where] = k
+    return block_of
+
+
+def _fits(target: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> bool:
+    return (
+        isinstance(target, np.ndarray)
+        and target.shape == shape
+        and target.dtype == dtype
+        and target.flags.writeable
+    )
+
+
+def _gather_rows(
+    sources: list[np.ndarray], wheres: list[np.ndarray] | None, picked: list[np.ndarray], n: int
+) -> np.ndarray:
+    """A C-contiguous ``(n, columns)`` array whose rows ``wheres[k]`` are rows
+    ``picked[k]`` of ``sources[k]`` (2-D blocks), each row copied as one item."""
+    width, dtype = sources[0].shape[1], sources[0].dtype
+    lined = np.empty((n, width), dtype=dtype)
+    as_items = np.dtype((np.void, width * dtype.itemsize))
+    flat = lined.view(as_items).reshape(n)
+    for k, (source, rows) in enumerate(zip(sources, picked, strict=True)):
+        if source.flags.c_contiguous and source.shape[1] == width:
+            items = source.view(as_items).reshape(len(source))
+            if wheres is None:
+                np.take(items, rows, out=flat)
+            else:
+                flat[wheres[k]] = items[rows]
+        elif wheres is None:
+            lined[...] = source[rows]
+        else:
+            lined[wheres[k]] = source[rows]
+    return lined
+
+
+def _side_by_side(targets: list[Any], n: int, dtype: np.dtype[Any]) -> np.ndarray | None:
+    """A writable ``(len(targets), n)`` view of ``targets`` when they are contiguous 1-D
+    arrays of ``n`` items of ``dtype``, views of one array, one after the other at a
+    constant stride (a batch's columns laid out in one buffer), else None."""
+    if not targets or not all(_fits(t, (n,), dtype) for t in targets):
+        return None
+    base = targets[0].base
+    if base is None or any(t.base is not base or not t.flags.c_contiguous for t in targets):
+        return None
+    starts = [t.__array_interface__["data"][0] for t in targets]
+    stride = starts[1] - starts[0] if len(starts) > 1 else n * dtype.itemsize
+    if stride < n * dtype.itemsize or any(b - a != stride for a, b in itertools.pairwise(starts)):
+        return None
+    side: np.ndarray = np.lib.stride_tricks.as_strided(
+        targets[0], shape=(len(targets), n), strides=(stride, dtype.itemsize), writeable=True
+    )
+    return side
+
+
 _ROW_BY_ROW = 64
 """Up to this many rows, list rows from several blocks are copied one slice each
-(about 1 µs a row), cheaper than a vectorised gather per block (about 30 µs a block)."""
+(under 1 µs a row), cheaper than a vectorised gather per block (about 30 µs a block)."""
 
 
 def _ragged_rows(
     columns: list[Column], block_of: np.ndarray, rows: np.ndarray, name: str
 ) -> Ragged:
-    """Rows ``rows`` of the list columns of several blocks, one slice per row (the
-    bounds looked up with one NumPy call per block)."""
-    starts = np.empty(len(rows), dtype=np.int64)
-    stops = np.empty(len(rows), dtype=np.int64)
-    values = []
-    for k, column in enumerate(columns):
+    """Rows ``rows`` of the list columns of several blocks, one view per row (its
+    bounds read as two Python ints: cheaper than NumPy calls per block for few rows)."""
+    offsets_of, values_of = [], []
+    for column in columns:
         if not isinstance(column, Ragged):
             raise TypeError(f"column {name!r} changed kind between blocks")
-        where = block_of == k
-        picked = rows[where]
-        starts[where] = column.offsets[picked]
-        stops[where] = column.offsets[picked + 1]
-        values.append(column.values)
-    pieces = [
-        values[b][a:z]
-        for b, a, z in zip(block_of.tolist(), starts.tolist(), stops.tolist(), strict=True)
-    ]
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(stops - starts, out=offsets[1:])
-    return Ragged(np.concatenate(pieces), offsets)
+        offsets_of.append(column.offsets.item)
+        values_of.append(column.values)
+    pieces = []
+    for k, row in zip(block_of.tolist(), rows.tolist(), strict=True):
+        at = offsets_of[k]
+        pieces.append(values_of[k][at(row) : at(row + 1)])
+    return Ragged.of_pieces(pieces)  # joined only if someone reads ``values``
 
 
 def _scatter_rows(pieces: list[np.ndarray], wheres: list[np.ndarray]) -> np.ndarray:

@@ -11,9 +11,18 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._context import Context
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Columns, columns_nbytes, stack_columns, take_columns, which_blocks
+from .columns import (
+    Columns,
+    columns_nbytes,
+    gather_batch,
+    split_blocks,
+    stack_columns,
+    take_columns,
+    which_blocks,
+)
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
 from .extras import require
 from .remote import Remote, is_url
@@ -137,6 +146,7 @@ class ParquetDataset(TableDataset):
         np.cumsum(sizes, out=self._starts[1:])
         self._len = int(self._starts[-1])
         self._group_rows = max(sizes) if sizes else 1
+        self._uniform = all(n == self._group_rows for n in sizes[:-1])
         self._cache_bytes = cache_bytes
         self._group_bytes = group_bytes  # the largest row group, uncompressed (metadata)
         self._local: threading.local | None = None
@@ -277,12 +287,25 @@ class ParquetDataset(TableDataset):
         block: Columns = cache.get(group, decode, columns_nbytes)
         return block
 
-    def _read_columns(self, indices: np.ndarray) -> Columns:
+    def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The row group of every index and its row in that row group."""
+        if self._uniform:  # every row group but the last has the same size: divide
+            groups = indices // self._group_rows
+            return groups, indices - groups * self._group_rows
         groups = np.searchsorted(self._starts, indices, side="right") - 1
-        local = indices - self._starts[groups]
+        return groups, indices - self._starts[groups]
+
+    def _read_columns(self, indices: np.ndarray) -> Columns:
+        groups, local = self._locate(indices)
         unique, block_of = which_blocks(groups)
         blocks = [self._row_group(g) for g in unique.tolist()]
         return take_columns(blocks, block_of.reshape(-1), local)
+
+    def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
+        groups, local = self._locate(indices)
+        unique, wheres = split_blocks(groups)
+        blocks = [self._row_group(g) for g in unique]
+        return gather_batch(blocks, wheres, local, out)
 
 
 def from_parquet(

@@ -226,4 +226,4 @@ class SpillFolder:
                 columns[name] = Ragged(arrays[entry["values"]], arrays[entry["offsets"]])
             else:
                 columns[name] = arrays[entry["array"]]
-        return columns
+        return columns.settle()
