@@ -11,13 +11,8 @@ import pytest
 import stoker as sk
 from stoker._batching.pool import BufferPool
 from stoker._rng import epoch_rng
-from stoker._sources.columns import (
-    Ragged,
-    gather_batch,
-    split_blocks,
-    stack_columns,
-    take_columns,
-)
+from stoker._sources.block_gather import gather_batch, split_blocks, stack_columns, take_columns
+from stoker._sources.columns import Ragged
 from stoker.testing import assert_resumes_exactly, assert_same_in_every_mode, run_epochs
 
 N = 230  # row groups of 50: four full ones and a short last one

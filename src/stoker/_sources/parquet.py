@@ -14,15 +14,8 @@ import numpy as np
 from .._context import Context
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import (
-    Columns,
-    columns_nbytes,
-    gather_batch,
-    split_blocks,
-    stack_columns,
-    take_columns,
-    which_blocks,
-)
+from .block_gather import gather_batch, split_blocks, stack_columns, take_columns, which_blocks
+from .columns import Columns, columns_nbytes
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
 from .extras import require
 from .remote import Remote, is_url

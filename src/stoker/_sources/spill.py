@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .columns import Columns, Ragged, StackedColumns
+from .block_gather import StackedColumns
+from .columns import Columns, Ragged
 
 __all__ = ["SpillFolder", "default_cache_dir", "spill_key"]
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .columns import Column, Columns, which_blocks
+from .block_gather import which_blocks
+from .columns import Column, Columns
 from .decode_cache import DEFAULT_CACHE_BYTES
 from .sqlite_blocks import BlockStore
 from .sqlite_schema import Params, check_params, column_kinds, quote, rowid_alias, rowid_name

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .columns import Column, columns_nbytes, which_blocks
+from .block_gather import which_blocks
+from .columns import Column, columns_nbytes
 
 __all__ = ["BlockStore"]
 
