@@ -50,7 +50,7 @@ __all__ = [
     "auto_num_workers",
 ]
 
-FIRST_DECISION = 8
+FIRST_DECISION = 4
 """Batches measured before the first decision."""
 LATER_DECISIONS = 32
 """Batches between later decisions (tuning goes on slowly)."""
@@ -71,12 +71,15 @@ IDLE = 0.03
 HURT = 1.5
 """Workers hurt when the consumer waits this many times the work of a batch for them
 (in two windows in a row: one slow moment of the machine decides nothing)."""
-CLEAR_HURT = 4.0
+CLEAR_HURT = 2.5
 """A window where the consumer waited this many times the work of a batch, and less
 than :data:`HANDOFF_SECONDS` a batch, decides on its own: its wait is the hand-off
 (queues, wake-ups), paid by every batch, not a stall of the machine (milliseconds)."""
 HANDOFF_SECONDS = 1e-3
 """A wait or a job shorter than this a batch is on the scale of a hand-off."""
+CPU_SHARE = 0.3
+"""A short job whose CPU time is at least this share of its wall time spent the rest
+waiting for the GIL (or a core), not on I/O: inline, it costs its CPU time."""
 BACK_TO_WORKERS = 3.0
 """Inline, a batch costing this many times the wait seen with workers goes back to them."""
 MIN_WORK_SECONDS = 1e-6  # below the clock's resolution: treated as this
@@ -156,8 +159,8 @@ class Tuner:
         >>> t.decision.depth, t.due(8)
         (4, True)
         >>> # tiny records: workers keep the consumer waiting longer than building
-        >>> hurt = Window(8, work_seconds=8e-5, wait_seconds=2.4e-4, elapsed_seconds=4e-4)
-        >>> t.observe(hurt).inline  # 3x the work once may be a slow moment
+        >>> hurt = Window(8, work_seconds=8e-5, wait_seconds=1.6e-4, elapsed_seconds=3e-4)
+        >>> t.observe(hurt).inline  # 2x the work once may be a slow moment
         False
         >>> d = t.observe(hurt)
         >>> d.inline, d.depth
@@ -339,11 +342,15 @@ class Tuner:
 def _inline_cost(work: float, w: Window) -> float:
     """What building one of the window's batches on the consumer's thread would cost:
     the workers' time on it, or for a job shorter than a hand-off, its CPU time when
-    that is less (a short job's wall time on a thread is mostly waiting for the GIL,
-    held by the other workers and the consumer)."""
+    that is less and at least :data:`CPU_SHARE` of the wall time (the rest of a short
+    job's wall time on a thread is then waiting for the GIL, held by the other workers
+    and the consumer; a job that mostly waits on I/O would wait as long inline)."""
     if work >= HANDOFF_SECONDS or w.cpu_seconds <= 0 or w.batches <= 0:
         return work
-    return max(min(work, w.cpu_seconds / w.batches), MIN_WORK_SECONDS)
+    cpu = w.cpu_seconds / w.batches
+    if cpu < CPU_SHARE * work:  # mostly waiting on I/O: inline would wait as long
+        return work
+    return max(min(work, cpu), MIN_WORK_SECONDS)
 
 
 def _ms(seconds: float) -> str:

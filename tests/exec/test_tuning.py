@@ -38,9 +38,9 @@ def test_compute_bound_keeps_workers_with_one_batch_in_flight_per_worker():
 
 
 def test_workers_that_hurt_are_replaced_by_inline_building():
-    # 20 us of work, and the consumer waits 60 us a batch for workers: 3x.
+    # 20 us of work, and the consumer waits 40 us a batch for workers: 2x.
     t = Tuner(num_workers=2)
-    hurt = Window(8, 8 * 20e-6, 8 * 60e-6, 8 * 90e-6)
+    hurt = Window(8, 8 * 20e-6, 8 * 40e-6, 8 * 70e-6)
     assert not t.observe(hurt).inline  # once may be a slow moment of the machine
     assert t.due(8)  # so it looks again soon
     d = t.observe(hurt)
@@ -61,13 +61,20 @@ def test_a_hand_off_many_times_the_work_decides_in_one_window():
 
 
 def test_a_short_job_costs_its_cpu_time_inline():
-    # On a thread, 60 us of wall time of which 10 us CPU (the rest waiting for the
-    # GIL): inline the batch costs ~10 us, and 80 us of waiting is 8x that.
+    # On a thread, 60 us of wall time of which 20 us CPU (the rest waiting for the
+    # GIL): inline the batch costs ~20 us, and 80 us of waiting is 4x that.
     t = Tuner(num_workers=2)
-    w = Window(8, 8 * 60e-6, 8 * 80e-6, 8 * 100e-6, cpu_seconds=8 * 10e-6)
+    w = Window(8, 8 * 60e-6, 8 * 80e-6, 8 * 100e-6, cpu_seconds=8 * 20e-6)
     d = t.observe(w)
     assert d.inline
-    assert "than the 10 us it takes" in d.reason
+    assert "than the 20 us it takes" in d.reason
+
+
+def test_a_short_job_that_waits_on_io_costs_its_wall_time():
+    # 500 us of wall time, 50 us CPU: inline it would wait on the I/O as long.
+    t = Tuner(num_workers=4)
+    w = Window(8, 8 * 500e-6, 8 * 200e-6, 8 * 220e-6, cpu_seconds=8 * 50e-6)
+    assert not any(t.observe(w).inline for _ in range(4))
 
 
 def test_a_long_job_costs_its_wall_time_even_when_it_waits_on_io():
