@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -33,15 +33,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from .._batching.builder import BatchBuilder
-from .._context import SKIP, Context
+from .._context import Context
 from .._deadline import timeout_error
 from .._hosts import ONE_HOST, Shard, host_slice
 from .._sampling.base import Sampler, SamplerCursor
 from .._state import BATCHES, CARRY, EPOCH, SAMPLER, position_state
 from ..errors import LoaderTimeout, StateError
+from .fill import Filler, Records, Run
 from .jobs import Done, Job, Submits
 
-__all__ = ["ChunkReader", "EpochPlan", "Filler", "Item", "MapPlan", "ReadAhead"]
+__all__ = ["ChunkReader", "EpochPlan", "Item", "MapPlan", "ReadAhead"]
 
 Item = tuple[Any, dict[str, Any], int]
 
@@ -164,13 +165,13 @@ class MapPlan(_Plan):
             self._cursor = sampler.restore(state[SAMPLER])
             if self._cursor.epoch != self._epoch:
                 raise StateError("state is inconsistent: its sampler is at another epoch")
-        self._ready: deque[_Run] = deque()  # runs of records read ahead, in sampler order
+        self._ready: deque[Run] = deque()  # runs of records read ahead, in sampler order
         self._position = self._cursor.position
         self._final: dict[str, Any] | None = None
         # Fills each batch of the filled path (kept on the plan: a timeout while filling
         # loses nothing): the next records that pass, or rows packed from them.
         packer = builder.dataset._packer(self._batch_size)
-        self._filler: Filler = packer if packer is not None else _Records(self._batch_size)
+        self._filler: Filler = packer if packer is not None else Records(self._batch_size)
         # Records read at a time: a batch's worth, or what the packer asks for.
         self._chunk = batch_size if batch_size is not None else 32
         if packer is not None and batch_size is not None:
@@ -274,13 +275,13 @@ class MapPlan(_Plan):
             for e, grp in itertools.groupby(carry, key=lambda p: p[0]):
                 idx = np.array([i for _, i in grp], dtype=np.int64)
                 recs = reader.now(self._ctx(e), idx, self._where())
-                self._ready.append(_Run(recs, e, idx.tolist()))
+                self._ready.append(Run(recs, e, idx.tolist()))
             return True
         got = reader.next(lambda: self._cursor.take(self._chunk), self._ctx(self._epoch))
         if got is None:
             return False
         idx, recs = got
-        self._ready.append(_Run(recs, self._epoch, idx.tolist()))
+        self._ready.append(Run(recs, self._epoch, idx.tolist()))
         return True
 
     def _next_filled(self) -> Item | None:
@@ -310,83 +311,6 @@ class MapPlan(_Plan):
             batch = self._builder.collate(list(items))
         self._batches += 1
         return batch, self.state(), len(items)
-
-
-class _Run:
-    """Records read in sampler order (``SKIP`` for removed ones), their epoch and sample
-    indices, and how many of them were handed to batches already (``start``)."""
-
-    __slots__ = ("epoch", "indices", "records", "start")
-
-    def __init__(self, records: Sequence[Any], epoch: int, indices: Sequence[int]) -> None:
-        self.records = records
-        self.epoch = epoch
-        self.indices = indices
-        self.start = 0
-
-
-class Filler(Protocol):
-    """Builds the batches of the filled path from records in sampler order.
-
-    ``add`` takes a record into the batch and returns True, or returns False when
-    the record does not fit (it then starts the next batch); ``add_from`` adds a run
-    of records from ``run.start`` on the same way (a ``SKIP`` is consumed without
-    being added), advances ``run.start`` past those taken, and returns True when it
-    took the whole run;
-    ``full`` is True when no record fits any more; ``take()`` returns the batch's
-    items (records or packed rows) and the (epoch, index) of every record consumed,
-    and starts a new batch; ``collated`` is then those items as ``default_collate``
-    makes them, when the filler built that batch itself (None otherwise).
-    """
-
-    @property
-    def full(self) -> bool: ...
-
-    @property
-    def collated(self) -> Any: ...
-
-    def add(self, record: Any, epoch: int, index: int) -> bool: ...
-
-    def add_from(self, run: _Run) -> bool: ...
-
-    def take(self) -> tuple[Sequence[Any], list[tuple[int, int]]]: ...
-
-
-class _Records:
-    """The default filler: the next ``size`` records that pass make a batch."""
-
-    collated = None
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._records: list[Any] = []
-        self._taken: list[tuple[int, int]] = []
-
-    @property
-    def full(self) -> bool:
-        return len(self._records) >= self._size
-
-    def add(self, record: Any, epoch: int, index: int) -> bool:
-        self._records.append(record)
-        self._taken.append((epoch, index))
-        return True
-
-    def add_from(self, run: _Run) -> bool:
-        records, epoch, indices = run.records, run.epoch, run.indices
-        k, end = run.start, len(records)
-        while k < end and len(self._records) < self._size:
-            record = records[k]
-            if record is not SKIP:
-                self._records.append(record)
-                self._taken.append((epoch, indices[k]))
-            k += 1
-        run.start = k
-        return k == end
-
-    def take(self) -> tuple[list[Any], list[tuple[int, int]]]:
-        records, taken = self._records, self._taken
-        self._records, self._taken = [], []
-        return records, taken
 
 
 class ChunkReader:
