@@ -307,3 +307,21 @@ def test_chunked_window_of_one_keeps_chunks_contiguous() -> None:
     for start in range(0, 23, 5):
         assert np.all(np.diff(where[start : start + 5]) == 1)
     assert not np.array_equal(order, np.arange(23))
+
+
+def test_large_windows_built_ahead_give_the_same_order_as_built_in_place() -> None:
+    from stoker._sampling.chunked import AHEAD_POSITIONS
+
+    n = 3 * AHEAD_POSITIONS + 1000  # four windows, the last a short one
+    sampler = sk.ChunkedShuffleSampler(n, chunk_size=AHEAD_POSITIONS // 4, window=AHEAD_POSITIONS)
+    cursor = sampler.cursor(2)
+    taken = np.concatenate([cursor.take(4099) for _ in range(-(-n // 4099))])
+    assert np.array_equal(np.sort(taken), np.arange(n))
+    for number in range(4):  # each window on its own, built with nothing ahead
+        start = number * AHEAD_POSITIONS
+        alone = sampler.cursor(2, start).take(AHEAD_POSITIONS)
+        assert np.array_equal(alone, taken[start : start + AHEAD_POSITIONS])
+    half = sampler.cursor(2, AHEAD_POSITIONS + 5)
+    half.take(1)  # a window is being built ahead while the cursor is pickled
+    clone = pickle.loads(pickle.dumps(half))
+    assert np.array_equal(clone.take(n), taken[AHEAD_POSITIONS + 6 :])
