@@ -141,9 +141,10 @@ def test_records_of_list_columns_gathered_from_several_row_groups_are_their_own(
 
 
 def test_split_blocks_keeps_batch_order_within_each_block():
-    unique, wheres = split_blocks(np.array([4, 2, 4, 4, 9, 2]))
+    unique, grouping = split_blocks(np.array([4, 2, 4, 4, 9, 2]))
     assert unique == [2, 4, 9]
-    assert [w.tolist() for w in wheres] == [[1, 5], [0, 2, 3], [4]]
+    assert grouping is not None
+    assert [w.tolist() for w in grouping.wheres()] == [[1, 5], [0, 2, 3], [4]]
     assert split_blocks(np.array([6, 6, 6])) == ([6], None)
     assert split_blocks(np.array([], dtype=np.int64)) == ([], None)
 
@@ -183,8 +184,8 @@ def test_gather_batch_equals_take_columns_into_any_planned_buffers(layout):
         out = {k: np.zeros_like(v) for k, v in expected.items()}
     elif layout == "wrong_shape":
         out = {k: np.zeros((3, *v.shape[1:]), v.dtype) for k, v in expected.items()}
-    _, wheres = split_blocks(block_of)
-    batch = gather_batch(blocks, wheres, rows, out)
+    _, grouping = split_blocks(block_of)
+    batch = gather_batch(blocks, grouping, rows, out)
     assert list(batch) == list(expected)
     for name, value in expected.items():
         assert batch[name].dtype == value.dtype
@@ -202,8 +203,8 @@ def test_gather_batch_takes_the_general_path_for_strings_and_lists():
         stack_columns({"x": np.arange(3.0), "s": ["a", "b", "c"]}),
         stack_columns({"x": np.arange(3.0, 5.0), "s": ["d", "e"]}),
     ]
-    _, wheres = split_blocks(np.array([1, 0, 1]))
-    batch = gather_batch(blocks, wheres, np.array([1, 2, 0]))
+    _, grouping = split_blocks(np.array([1, 0, 1]))
+    batch = gather_batch(blocks, grouping, np.array([1, 2, 0]))
     assert batch["x"].tolist() == [4.0, 2.0, 3.0]
     assert batch["s"] == ["e", "c", "d"]
 
@@ -260,3 +261,58 @@ def test_epochs_of_a_uniform_and_a_mixed_layout_read_every_row_once(path, tmp_pa
     batches = run_epochs(sk.DataLoader(mixed, batch_size=33, shuffle=True, seed=0), epochs=1)
     labels = np.concatenate([b["label"] for b in batches]) // 7
     assert sorted(labels.tolist()) == sorted(list(range(N)) + list(range(40)))
+
+
+def test_stacked_rows_keep_every_dtype_aligned_and_equal_to_the_columns():
+    rng = np.random.default_rng(3)
+    blocks, originals = [], []
+    for rows in (6, 1, 11):
+        columns = {
+            "flag": rng.integers(0, 2, rows).astype(bool),
+            "small": rng.integers(0, 200, rows).astype(np.uint8),
+            "wide": rng.standard_normal(rows),
+            "half": rng.integers(-9, 9, rows).astype(np.int16),
+            "count": rng.integers(0, 1 << 40, rows),
+            "score": rng.standard_normal(rows).astype(np.float32),
+            "rank": rng.integers(0, 99, rows).astype(np.int32),
+        }
+        originals.append(columns)
+        stacked = stack_columns(columns)
+        block, _ = stacked.stacks["wide"]
+        assert block.shape[1] % 8 == 0  # rows padded to the widest type
+        for name, column in columns.items():
+            _, offset = stacked.stacks[name]
+            assert offset % column.dtype.itemsize == 0
+            np.testing.assert_array_equal(stacked[name], column)
+        blocks.append(stacked)
+    block_of = np.array([2, 0, 1, 2, 2, 0, 2, 0])
+    rows = np.array([10, 5, 0, 3, 0, 0, 7, 2])
+    _, grouping = split_blocks(block_of)
+    batch = gather_batch(blocks, grouping, rows)
+    for name in originals[0]:
+        expected = [originals[b][name][r] for b, r in zip(block_of, rows, strict=True)]
+        np.testing.assert_array_equal(batch[name], expected)
+        assert batch[name].dtype == originals[0][name].dtype
+        assert batch[name].flags.c_contiguous
+
+
+def test_a_spill_folder_of_an_older_layout_is_replaced(tmp_path):
+    import json
+
+    from stoker._sources.spill import SpillFolder
+
+    source = {"path": "/data/a.parquet", "size": 10, "mtime": 1.0, "columns": ["x", "y"]}
+    older = tmp_path / "0123456789abcdef0123456789abcdef"
+    older.mkdir()
+    (older / "source.json").write_text(json.dumps(source))  # no layout: the first one
+    (older / "rg-000000.bin").write_bytes(b"STKRG001" + bytes(8))
+    folder = SpillFolder(tmp_path, source)
+    folder.prepare()
+    assert not older.exists()
+    columns = stack_columns({"x": np.arange(4.0), "y": np.arange(4, dtype=np.int32)})
+    assert folder.save(0, columns)
+    back = folder.load(0)
+    assert back is not None
+    assert back["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert back["y"].tolist() == [0, 1, 2, 3]
+    assert back.plan is columns.plan  # one layout, one plan

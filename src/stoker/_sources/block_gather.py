@@ -3,17 +3,18 @@
 A table source that keeps decoded blocks of consecutive rows (Parquet row groups,
 SQLite blocks) reads a shuffled batch from the few blocks it touches:
 :func:`which_blocks` / :func:`split_blocks` group the batch's rows by block,
-:func:`stack_columns` lays a block's numeric columns of one dtype side by side in one
-2-D array (one gather for all of them), and :func:`take_columns` /
-:func:`gather_batch` take the rows, in batch order, into new columns or straight into
-the planned batch buffers. The column kinds are :mod:`stoker._sources.columns`'.
+:func:`stack_columns` lays a block's 1-D numeric columns side by side in the rows of
+one byte array (a row's values next to each other, so one gather copies a row's
+values of every column at once), and :func:`take_columns` / :func:`gather_batch`
+take the rows, in batch order, into new columns or straight into the planned batch
+buffers. The column kinds are :mod:`stoker._sources.columns`'.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from .columns import Column, Columns, Ragged, column_batch
 
 __all__ = [
     "GatherPlan",
+    "Grouping",
     "StackedColumns",
     "gather_batch",
     "split_blocks",
@@ -33,59 +35,123 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class GatherPlan:
     """How :func:`gather_batch` reads blocks of one layout: the column names in order,
-    the names of each stack by position, and the columns stored on their own."""
+    the runs of stacked columns of one dtype (byte offset in a row, dtype, names, in
+    the order they lie), and the columns stored on their own."""
 
     names: tuple[str, ...]
-    stacks: tuple[tuple[str, ...], ...]
+    runs: tuple[tuple[int, np.dtype[Any], tuple[str, ...]], ...]
     singles: tuple[str, ...]
 
 
 class StackedColumns(dict[str, "Column"]):
-    """Columns some of which view one 2-D block each (see :func:`stack_columns`);
-    ``stacks`` maps such a column to (its block, its position in the block). ``plan``
-    is set by :meth:`settle` when every column is a NumPy array (None otherwise)."""
+    """Columns some of which view the rows of one 2-D byte array (see
+    :func:`stack_columns`); ``stacks`` maps such a column to (that array, its byte
+    offset in a row). ``plan`` and ``row_items`` (the array's rows, one NumPy item each)
+    are set by :meth:`settle` when every column is a NumPy array and the stacked
+    columns share one array (None otherwise)."""
 
     stacks: dict[str, tuple[np.ndarray, int]]
     plan: GatherPlan | None = None
+    row_items: np.ndarray | None = None
 
     def settle(self) -> StackedColumns:
         """Fix ``plan`` from the columns and ``stacks`` (call once they are complete)."""
-        if not all(isinstance(c, np.ndarray) for c in self.values()):
-            self.plan = None
+        self.plan, self.row_items = None, None
+        blocks = {id(block): block for block, _ in self.stacks.values()}
+        if len(blocks) > 1 or not all(isinstance(c, np.ndarray) for c in self.values()):
             return self
-        by_block: dict[int, list[tuple[int, str]]] = {}
-        for name, (block, position) in self.stacks.items():
-            by_block.setdefault(id(block), []).append((position, name))
-        stacks = tuple(tuple(name for _, name in sorted(group)) for group in by_block.values())
+        runs: list[tuple[int, np.dtype[Any], list[str]]] = []
+        for name, (_, offset) in sorted(self.stacks.items(), key=lambda kv: kv[1][1]):
+            dtype = self[name].dtype  # type: ignore[union-attr]  # all arrays
+            last = runs[-1] if runs else None
+            if (
+                last is not None
+                and last[1] == dtype
+                and offset == last[0] + len(last[2]) * dtype.itemsize
+            ):
+                last[2].append(name)
+                continue
+            runs.append((offset, dtype, [name]))
         singles = tuple(name for name in self if name not in self.stacks)
-        self.plan = GatherPlan(tuple(self), stacks, singles)
+        plan = GatherPlan(tuple(self), tuple((o, d, tuple(names)) for o, d, names in runs), singles)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        self.plan = _PLANS.setdefault(plan, plan)
+        if blocks:
+            (block,) = blocks.values()
+            if not block.flags.c_contiguous:
+                self.plan = None  # not one item a row: the general path
+                return self
+            self.row_items = _as_items(block)
         return self
 
 
-def stack_columns(columns: Columns) -> StackedColumns:
-    """``columns`` with its 1-D numeric columns of one dtype stored side by side in one
-    2-D array (each column a view of it), so :func:`take_columns` gathers them with one
-    NumPy call per block instead of one per column. For blocks kept in a cache.
+_PLANS: dict[GatherPlan, GatherPlan] = {}
+"""One object per distinct plan, so blocks of one layout share theirs (an ``is`` test)."""
+_MAX_PLANS = 64
+
+
+def _as_items(block: np.ndarray) -> np.ndarray:
+    """The rows of a C-contiguous 2-D byte array as a 1-D array of one item per row."""
+    items: np.ndarray = block.view(np.dtype((np.void, block.shape[1]))).reshape(len(block))
+    return items
+
+
+def stacked_field(block: np.ndarray, offset: int, dtype: np.dtype[Any]) -> np.ndarray:
+    """The column of ``dtype`` at byte ``offset`` of each row of a 2-D byte array (a view).
 
     Example:
         >>> import numpy as np
-        >>> cols = stack_columns({"a": np.array([1.0, 2.0]), "b": np.array([3.0, 4.0])})
-        >>> cols["a"].base is cols["b"].base, cols["b"].tolist(), cols.stacks["b"][1]
-        (True, [3.0, 4.0], 1)
+        >>> block = np.zeros((2, 8), np.uint8)
+        >>> stacked_field(block, 4, np.dtype(np.int32))[:] = [7, 9]
+        >>> stacked_field(block, 4, np.dtype(np.int32)).tolist()
+        [7, 9]
     """
-    groups: dict[np.dtype[Any], dict[str, np.ndarray]] = {}
-    for name, column in columns.items():
-        if isinstance(column, np.ndarray) and column.ndim == 1 and column.dtype.kind in "biuf":
-            groups.setdefault(column.dtype, {})[name] = column
+    field: np.ndarray = block[:, offset : offset + dtype.itemsize].view(dtype)[:, 0]
+    return field
+
+
+def stack_columns(columns: Columns) -> StackedColumns:
+    """``columns`` with its 1-D numeric columns laid out in the rows of one 2-D byte
+    array (each column a view of it), so :func:`gather_batch` copies a batch row's
+    values of all of them as one item instead of gathering column by column. For
+    blocks kept in a cache. Wider types come first (so every value is aligned), one
+    dtype's columns next to each other in their order; a row is padded to a multiple
+    of the widest type.
+
+    Example:
+        >>> import numpy as np
+        >>> cols = stack_columns({"a": np.array([1.0, 2.0]), "b": np.array([3, 4], np.int32)})
+        >>> cols["a"].base is cols["b"].base, cols["b"].tolist(), cols.stacks["b"][1]
+        (True, [3, 4], 8)
+    """
+    numeric = {
+        name: column
+        for name, column in columns.items()
+        if isinstance(column, np.ndarray) and column.ndim == 1 and column.dtype.kind in "biuf"
+    }
     stacked = StackedColumns(columns)
     stacked.stacks = {}
-    for group in groups.values():
-        if len(group) < 2:
-            continue
-        block = np.stack(list(group.values()), axis=1)
-        for j, name in enumerate(group):
-            stacked[name] = block[:, j]
-            stacked.stacks[name] = (block, j)
+    if len(numeric) < 2:
+        return stacked.settle()
+    # Widest first, then one dtype's columns together (a stable sort keeps their order).
+    laid = sorted(
+        numeric, key=lambda name: (-numeric[name].dtype.itemsize, numeric[name].dtype.str)
+    )
+    widest = numeric[laid[0]].dtype.itemsize
+    offsets, width = {}, 0
+    for name in laid:
+        offsets[name] = width
+        width += numeric[name].dtype.itemsize
+    width = -(-width // widest) * widest
+    rows = len(numeric[laid[0]])
+    block = np.zeros((rows, width), dtype=np.uint8)
+    for name in laid:
+        column, offset = numeric[name], offsets[name]
+        field = stacked_field(block, offset, column.dtype)
+        field[:] = column
+        stacked[name] = field
+        stacked.stacks[name] = (block, offset)
     return stacked.settle()
 
 
@@ -132,9 +198,7 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
 
     first = blocks[0]
     stacks = first.stacks if isinstance(first, StackedColumns) else {}
-    if stacks and not all(
-        isinstance(b, StackedColumns) and b.stacks.keys() == stacks.keys() for b in blocks[1:]
-    ):
+    if stacks and not all(_same_stacking(first, b) for b in blocks[1:]):
         stacks = {}  # blocks stacked differently: gather column by column
     result: Columns = {}
     gathered: dict[int, np.ndarray] = {}  # a 2-D block of the first block (by id) -> rows
@@ -154,7 +218,7 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
                     ]
                     rows_of = _scatter_rows(pieces, wheres)
                 gathered[id(block0)] = rows_of
-            result[name] = rows_of[:, position]
+            result[name] = stacked_field(rows_of, position, column.dtype)  # type: ignore[union-attr]
             continue
         if len(blocks) == 1:
             result[name] = _take_one(column, rows)
@@ -166,6 +230,13 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
         parts = [_take_one(b[name], r) for b, r in zip(blocks, picked, strict=True)]
         result[name] = _scatter(column, parts, wheres, len(rows), name)
     return result
+
+
+def _same_stacking(a: Columns, b: Columns) -> bool:
+    """Whether two blocks stack the same columns at the same byte offsets."""
+    if not isinstance(a, StackedColumns) or not isinstance(b, StackedColumns):
+        return False
+    return {k: at for k, (_, at) in a.stacks.items()} == {k: at for k, (_, at) in b.stacks.items()}
 
 
 def which_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -188,15 +259,26 @@ def which_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique, number[blocks - low]
 
 
-def split_blocks(blocks: np.ndarray) -> tuple[list[int], list[np.ndarray] | None]:
-    """The distinct block numbers of a batch's rows (sorted) and, for each, the batch
-    positions of its rows (in batch order); None instead of the positions when every
-    row is in one block.
+class Grouping(NamedTuple):
+    """A batch's positions grouped by block: block ``k``'s are ``order[ends[k - 1] :
+    ends[k]]`` (from 0 for the first), in batch order."""
+
+    order: np.ndarray
+    ends: list[int]
+
+    def wheres(self) -> list[np.ndarray]:
+        """The batch positions of each block's rows."""
+        return [self.order[a:b] for a, b in itertools.pairwise([0, *self.ends])]
+
+
+def split_blocks(blocks: np.ndarray) -> tuple[list[int], Grouping | None]:
+    """The distinct block numbers of a batch's rows (sorted) and the batch's positions
+    grouped by them; None instead of the grouping when every row is in one block.
 
     Example:
         >>> import numpy as np
-        >>> unique, wheres = split_blocks(np.array([7, 3, 7, 5]))
-        >>> unique, [w.tolist() for w in wheres]
+        >>> unique, grouping = split_blocks(np.array([7, 3, 7, 5]))
+        >>> unique, [w.tolist() for w in grouping.wheres()]
         ([3, 5, 7], [[1], [3], [0, 2]])
     """
     if len(blocks) == 0:
@@ -211,79 +293,98 @@ def split_blocks(blocks: np.ndarray) -> tuple[list[int], list[np.ndarray] | None
     # sort, and the rows of each block are one run of the sorted order.
     small = shifted.astype(np.uint16) if len(counts) <= 1 << 16 else shifted
     order = np.argsort(small, kind="stable")
-    ends = np.cumsum(counts[present]).tolist()
     unique: list[int] = (present + low).tolist()
-    return unique, [order[a:b] for a, b in itertools.pairwise([0, *ends])]
+    return unique, Grouping(order, np.cumsum(counts[present]).tolist())
 
 
 def gather_batch(
-    blocks: list[Columns], wheres: list[np.ndarray] | None, rows: np.ndarray, out: Any = None
+    blocks: list[Columns], grouping: Grouping | None, rows: np.ndarray, out: Any = None
 ) -> Any:
     """``column_batch(take_columns(blocks, block_of, rows), out)`` in one pass.
 
-    ``wheres[k]`` holds the batch positions read from ``blocks[k]`` (see
+    ``grouping`` holds the batch positions read from each block (see
     :func:`split_blocks`; None: one block holds every row); ``rows`` the row of each
     position in its block. When every column is a NumPy array, each is gathered
-    straight into its place in the batch: the columns of a 2-D block of
-    :func:`stack_columns` with one copy of each row (its bytes at once) and one
-    transposing copy, into rows of one ``(columns, rows)`` array (each column
-    contiguous), or into ``out`` when it holds such columns side by side at a
-    constant stride (the slot of a process worker); other columns with one NumPy
-    gather a block. Other kinds take the general path.
+    straight into its place in the batch: the columns of :func:`stack_columns`' byte
+    rows with one copy of each row (all its values at once), then one transposing copy
+    per dtype into rows of one ``(columns, rows)`` array (each column contiguous), or
+    into ``out`` when it holds such columns side by side at a constant stride (the
+    slot of a process worker); other columns with one NumPy gather a block. Other
+    kinds take the general path.
 
     Example:
         >>> import numpy as np
         >>> a = stack_columns({"x": np.array([1.0, 2.0]), "y": np.array([3.0, 4.0])})
         >>> b = stack_columns({"x": np.array([5.0]), "y": np.array([6.0])})
-        >>> unique, wheres = split_blocks(np.array([1, 0, 0]))
-        >>> batch = gather_batch([a, b], wheres, np.array([0, 1, 0]))
+        >>> unique, grouping = split_blocks(np.array([1, 0, 0]))
+        >>> batch = gather_batch([a, b], grouping, np.array([0, 1, 0]))
         >>> batch["x"].tolist(), batch["y"].tolist(), batch["y"].flags.c_contiguous
         ([5.0, 2.0, 1.0], [6.0, 4.0, 3.0], True)
     """
     plan = getattr(blocks[0], "plan", None)
-    if plan is None or any(getattr(b, "plan", None) != plan for b in blocks[1:]):
-        return column_batch(take_columns(blocks, _block_of(wheres, len(rows)), rows), out)
+    if plan is None or any(getattr(b, "plan", None) is not plan for b in blocks[1:]):
+        return column_batch(take_columns(blocks, _block_of(grouping, len(rows)), rows), out)
     n = len(rows)
     targets: dict[str, Any] = out if isinstance(out, dict) else {}
-    picked = [rows] if wheres is None else [rows[w] for w in wheres]
+    picked = rows if grouping is None else rows[grouping.order]  # in grouped order
     batch: dict[str, np.ndarray] = {}
-    for names in plan.stacks:
-        sources = [b.stacks[names[0]][0] for b in blocks]  # type: ignore[attr-defined]
-        lined = _gather_rows(sources, wheres, picked, n)
-        dtype = lined.dtype
-        side = _side_by_side([targets.get(c) for c in names], n, dtype) if targets else None
-        if side is not None:
-            np.copyto(side, lined.T)
-            batch.update((c, targets[c]) for c in names)
-            continue
-        columns = np.empty((len(names), n), dtype=dtype)
-        np.copyto(columns, lined.T)
-        for j, c in enumerate(names):
-            target = targets.get(c)
-            if target is not None and _fits(target, (n,), dtype):
-                np.copyto(target, columns[j])
-                batch[c] = target
-            else:
-                batch[c] = columns[j]
+    if plan.runs:
+        lined = _gather_rows([b.row_items for b in blocks], grouping, picked)  # type: ignore[attr-defined]
+        for offset, dtype, names in plan.runs:
+            values = lined[:, offset : offset + len(names) * dtype.itemsize].view(dtype)
+            _place_run(values, names, targets, batch)
     for name in plan.singles:
         column: np.ndarray = blocks[0][name]  # type: ignore[assignment]
         shape = (n, *column.shape[1:])
         target = targets.get(name)
         if target is None or not _fits(target, shape, column.dtype):
             target = np.empty(shape, dtype=column.dtype)
-        if wheres is None:
+        if grouping is None:
             np.take(column, rows, axis=0, out=target)
         else:
-            for b, where, r in zip(blocks, wheres, picked, strict=True):
-                target[where] = b[name][r]  # type: ignore[index]  # plan: all arrays
+            start = 0
+            for block, end in zip(blocks, grouping.ends, strict=True):
+                part = block[name]
+                target[grouping.order[start:end]] = part[picked[start:end]]  # type: ignore[index]
+                start = end
         batch[name] = target
     return {name: batch[name] for name in plan.names}
 
 
-def _block_of(wheres: list[np.ndarray] | None, n: int) -> np.ndarray:
+def _place_run(
+    values: np.ndarray, names: tuple[str, ...], targets: dict[str, Any], batch: dict[str, Any]
+) -> None:
+    """Copy ``values`` (rows x columns ``names``, one dtype) into the batch's columns:
+    into ``targets`` side by side with one transposing copy, into each target that
+    fits, or into new rows of one ``(columns, rows)`` array."""
+    n, dtype = len(values), values.dtype
+    side = _side_by_side([targets.get(c) for c in names], n, dtype) if targets else None
+    if side is not None:
+        np.copyto(side, values.T)
+        batch.update((c, targets[c]) for c in names)
+        return
+    if len(names) == 1:
+        target = targets.get(names[0])
+        if target is None or not _fits(target, (n,), dtype):
+            target = np.empty(n, dtype=dtype)
+        np.copyto(target, values[:, 0])
+        batch[names[0]] = target
+        return
+    columns = np.empty((len(names), n), dtype=dtype)
+    np.copyto(columns, values.T)
+    for j, c in enumerate(names):
+        target = targets.get(c)
+        if target is not None and _fits(target, (n,), dtype):
+            np.copyto(target, columns[j])
+            batch[c] = target
+        else:
+            batch[c] = columns[j]
+
+
+def _block_of(grouping: Grouping | None, n: int) -> np.ndarray:
     """The block of every batch position (the inverse of :func:`split_blocks`)."""
     block_of = np.zeros(n, dtype=np.int64)
-    for k, where in enumerate(wheres or []):
+    for k, where in enumerate(grouping.wheres() if grouping is not None else []):
         block_of[where] = k
     return block_of
 
@@ -298,26 +399,27 @@ def _fits(target: Any, shape: tuple[int, ...], dtype: np.dtype[Any]) -> bool:
 
 
 def _gather_rows(
-    sources: list[np.ndarray], wheres: list[np.ndarray] | None, picked: list[np.ndarray], n: int
+    items: list[np.ndarray], grouping: Grouping | None, picked: np.ndarray
 ) -> np.ndarray:
-    """A C-contiguous ``(n, columns)`` array whose rows ``wheres[k]`` are rows
-    ``picked[k]`` of ``sources[k]`` (2-D blocks), each row copied as one item."""
-    width, dtype = sources[0].shape[1], sources[0].dtype
-    lined = np.empty((n, width), dtype=dtype)
-    as_items = np.dtype((np.void, width * dtype.itemsize))
-    flat = lined.view(as_items).reshape(n)
-    for k, (source, rows) in enumerate(zip(sources, picked, strict=True)):
-        if source.flags.c_contiguous and source.shape[1] == width:
-            items = source.view(as_items).reshape(len(source))
-            if wheres is None:
-                np.take(items, rows, out=flat)
-            else:
-                flat[wheres[k]] = items[rows]
-        elif wheres is None:
-            lined[...] = source[rows]
-        else:
-            lined[wheres[k]] = source[rows]
-    return lined
+    """A C-contiguous ``(rows, row bytes)`` byte array of the batch's rows in batch order.
+
+    ``items[k]`` is block ``k``'s rows (one item each, see :func:`_as_items`);
+    ``picked`` the rows to read, block after block as ``grouping`` orders them. Each
+    block's rows are taken in one call, then put in batch order with one more.
+    """
+    n = len(picked)
+    width = items[0].dtype.itemsize
+    lined = np.empty(n, dtype=items[0].dtype)
+    if grouping is None:
+        items[0].take(picked, out=lined)
+    else:
+        grouped = np.empty_like(lined)
+        start = 0
+        for block_items, end in zip(items, grouping.ends, strict=True):
+            block_items.take(picked[start:end], out=grouped[start:end])
+            start = end
+        lined[grouping.order] = grouped
+    return lined.view(np.uint8).reshape(n, width)
 
 
 def _side_by_side(targets: list[Any], n: int, dtype: np.dtype[Any]) -> np.ndarray | None:

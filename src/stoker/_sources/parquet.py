@@ -296,9 +296,9 @@ class ParquetDataset(TableDataset):
 
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
         groups, local = self._locate(indices)
-        unique, wheres = split_blocks(groups)
+        unique, grouping = split_blocks(groups)
         blocks = [self._row_group(g) for g in unique]
-        return gather_batch(blocks, wheres, local, out)
+        return gather_batch(blocks, grouping, local, out)
 
 
 def from_parquet(

@@ -36,12 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from .block_gather import StackedColumns
+from .block_gather import StackedColumns, stacked_field
 from .columns import Columns, Ragged
 
 __all__ = ["SpillFolder", "default_cache_dir", "spill_key"]
 
-_MAGIC = b"STKRG001"
+_MAGIC = b"STKRG002"
+_LAYOUT = 2
+"""The file layout's version, part of the folder's key: a new layout gets a new folder
+(and :meth:`SpillFolder.prepare` removes the old one)."""
 _ALIGN = 64
 
 
@@ -105,7 +108,7 @@ class SpillFolder:
 
     def __init__(self, root: str | os.PathLike[str], source: dict[str, Any]) -> None:
         self.root = Path(root)
-        self.source = dict(source)
+        self.source = {**source, "layout": _LAYOUT}
         self.folder = self.root / spill_key(self.source)
 
     def prepare(self) -> None:
@@ -162,9 +165,10 @@ class SpillFolder:
         stacks = columns.stacks if isinstance(columns, StackedColumns) else {}
         entries: list[dict[str, Any]] = []
         for name, column in columns.items():
-            if name in stacks:
-                block, position = stacks[name]
-                entries.append({"name": name, "stack": number(block), "position": position})
+            if name in stacks and isinstance(column, np.ndarray):
+                block, offset = stacks[name]
+                stack = {"stack": number(block), "offset": offset, "dtype": column.dtype.str}
+                entries.append({"name": name, **stack})
             elif isinstance(column, Ragged):
                 values, offsets = number(column.values), number(column.offsets)
                 entries.append({"name": name, "values": values, "offsets": offsets})
@@ -220,9 +224,9 @@ class SpillFolder:
         for entry in header["columns"]:
             name = entry["name"]
             if "stack" in entry:
-                block = arrays[entry["stack"]]
-                columns[name] = block[:, entry["position"]]
-                columns.stacks[name] = (block, entry["position"])
+                block, offset = arrays[entry["stack"]], entry["offset"]
+                columns[name] = stacked_field(block, offset, np.dtype(entry["dtype"]))
+                columns.stacks[name] = (block, offset)
             elif "values" in entry:
                 columns[name] = Ragged(arrays[entry["values"]], arrays[entry["offsets"]])
             else:
