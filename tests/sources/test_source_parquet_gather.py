@@ -146,6 +146,11 @@ def test_split_blocks_keeps_batch_order_within_each_block():
     assert grouping is not None
     assert [w.tolist() for w in grouping.wheres()] == [[1, 5], [0, 2, 3], [4]]
     assert split_blocks(np.array([6, 6, 6])) == ([6], None)
+    assert split_blocks(np.array([6, 6, 6]), count=10) == ([6], None)
+    unique, counted = split_blocks(np.array([4, 2, 4, 4, 9, 2]), count=10)
+    assert unique == [2, 4, 9]
+    assert counted is not None
+    assert [w.tolist() for w in counted.wheres()] == [[1, 5], [0, 2, 3], [4]]
     assert split_blocks(np.array([], dtype=np.int64)) == ([], None)
 
 

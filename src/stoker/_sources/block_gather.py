@@ -271,9 +271,10 @@ class Grouping(NamedTuple):
         return [self.order[a:b] for a, b in itertools.pairwise([0, *self.ends])]
 
 
-def split_blocks(blocks: np.ndarray) -> tuple[list[int], Grouping | None]:
+def split_blocks(blocks: np.ndarray, count: int | None = None) -> tuple[list[int], Grouping | None]:
     """The distinct block numbers of a batch's rows (sorted) and the batch's positions
     grouped by them; None instead of the grouping when every row is in one block.
+    ``count``, when known, is how many blocks there are (every number is below it).
 
     Example:
         >>> import numpy as np
@@ -283,12 +284,12 @@ def split_blocks(blocks: np.ndarray) -> tuple[list[int], Grouping | None]:
     """
     if len(blocks) == 0:
         return [], None
-    low = int(blocks.min())
-    shifted = blocks - low
+    low = 0 if count is not None and count <= 1 << 16 else int(blocks.min())
+    shifted = blocks - low if low else blocks
     counts = np.bincount(shifted)
     present = np.flatnonzero(counts)
     if len(present) == 1:
-        return [low], None
+        return [int(present[0]) + low], None
     # Few distinct small numbers: a stable sort of them as 16-bit ints is NumPy's radix
     # sort, and the rows of each block are one run of the sorted order.
     small = shifted.astype(np.uint16) if len(counts) <= 1 << 16 else shifted

@@ -117,7 +117,7 @@ class ParquetDataset(TableDataset):
         See :func:`from_parquet`.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache")
+    _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache", "_last_blocks")
 
     def __init__(
         self,
@@ -144,6 +144,8 @@ class ParquetDataset(TableDataset):
         self._group_bytes = group_bytes  # the largest row group, uncompressed (metadata)
         self._local: threading.local | None = None
         self._cache: DecodeCache | None = None
+        # The row groups of the last batch (a window's batches share theirs).
+        self._last_blocks: tuple[list[int], list[Columns]] | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -296,8 +298,13 @@ class ParquetDataset(TableDataset):
 
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
         groups, local = self._locate(indices)
-        unique, grouping = split_blocks(groups)
-        blocks = [self._row_group(g) for g in unique]
+        unique, grouping = split_blocks(groups, len(self._groups))
+        last = self._last_blocks
+        if last is not None and last[0] == unique:
+            blocks = last[1]
+        else:
+            blocks = [self._row_group(g) for g in unique]
+            self._last_blocks = (unique, blocks)
         return gather_batch(blocks, grouping, local, out)
 
 
