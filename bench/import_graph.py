@@ -44,6 +44,7 @@ RANKS: dict[str, int] = {
     "_decode": 0,
     "_collate": 0,
     "_tree": 0,
+    "_background": 0,
     # description of a loader
     "_config": 1,
     "_state": 1,
