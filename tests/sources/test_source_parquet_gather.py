@@ -321,3 +321,50 @@ def test_a_spill_folder_of_an_older_layout_is_replaced(tmp_path):
     assert back["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert back["y"].tolist() == [0, 1, 2, 3]
     assert back.plan is columns.plan  # one layout, one plan
+
+
+FLAT = ["a", "b", "c", "d", "label", "x64", "flag"]  # 1-D numeric columns only
+
+
+@pytest.fixture(scope="module")
+def two_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("two")
+    table = _numeric().select(FLAT)
+    pq.write_table(table.slice(0, 130), root / "a.parquet", row_group_size=50)
+    pq.write_table(table.slice(130), root / "b.parquet", row_group_size=30)
+    return root
+
+
+def test_whole_files_of_rows_give_the_rows_pyarrow_reads(two_files, tmp_path):
+    ds = sk.from_parquet(two_files, cache_dir=tmp_path)
+    ds.write_cache()
+    assert all((tmp_path / folder).is_dir() for folder in ds.cache_folders)
+    assert [len(f[FLAT[0]]) for f in ds._whole_files()] == [130, N - 130]
+    table = pa.concat_tables(
+        [pq.read_table(two_files / "a.parquet"), pq.read_table(two_files / "b.parquet")]
+    )
+    for sampler in (ds.shuffle_sampler(seed=5), sk.RandomSampler(len(ds), seed=6)):
+        order = sampler.cursor(epoch=0).take(len(ds))
+        loader = sk.DataLoader(ds, batch_size=32, sampler=sampler)
+        for k, batch in enumerate(loader):
+            expected = table.take(pa.array(order[32 * k : 32 * (k + 1)]))
+            assert list(batch) == FLAT
+            for name in FLAT:
+                want = expected.column(name).to_numpy(zero_copy_only=False)
+                assert batch[name].dtype == want.dtype, name
+                assert batch[name].flags.c_contiguous, name
+                np.testing.assert_array_equal(batch[name], want)
+    for mode in ("thread", "process"):
+        assert_same_in_every_mode(
+            ds, modes=(mode,), epochs=2, batch_size=24, sampler=ds.shuffle_sampler(seed=3)
+        )
+    assert_resumes_exactly(sk.DataLoader(ds, batch_size=40, shuffle=True, seed=2), epochs=1)
+
+
+def test_no_whole_file_of_rows_for_list_or_2d_columns(path, tmp_path):
+    ds = sk.from_parquet(path, columns=["a", "vec"], cache_dir=tmp_path)
+    ds.write_cache()
+    assert ds._whole_files() == []
+    assert not any((tmp_path / f / "rows.bin").exists() for f in ds.cache_folders)
+    batch = next(iter(sk.DataLoader(ds, batch_size=4)))
+    assert batch["vec"].tolist() == [[0, 0], [1, -1], [2, -2], [3, -3]]

@@ -117,7 +117,7 @@ class ParquetDataset(TableDataset):
         See :func:`from_parquet`.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache", "_last_blocks")
+    _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache", "_last_blocks", "_whole")
 
     def __init__(
         self,
@@ -146,6 +146,11 @@ class ParquetDataset(TableDataset):
         self._cache: DecodeCache | None = None
         # The row groups of the last batch (a window's batches share theirs).
         self._last_blocks: tuple[list[int], list[Columns]] | None = None
+        self._files_rows = [sum(file_rows) for file_rows in rows]
+        self._file_starts = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(self._files_rows, out=self._file_starts[1:])
+        # Each file's rows mapped whole from cache_dir (None: not looked for yet).
+        self._whole: list[Columns] | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -180,7 +185,10 @@ class ParquetDataset(TableDataset):
 
         Without it, row groups are written as the first epoch reaches them; with it,
         the first epoch too reads mapped data (as HuggingFace ``datasets`` converts a
-        Parquet file to its Arrow copy before use). Returns the row groups written.
+        Parquet file to its Arrow copy before use). When every column read is a 1-D
+        number, each file's rows are then also written end to end (``rows.bin``) and
+        every later batch is one gather from that file's mapping. Returns the row
+        groups written.
 
         Example:
             >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -208,6 +216,12 @@ class ParquetDataset(TableDataset):
             handle = self._file(file_number)
             table = handle.read_row_group(row_group, columns=self._columns)
             written += spill.save(row_group, stack_columns(table_columns(table)))
+        groups_of = [0] * len(self._spills)
+        for file_number, _ in self._groups:
+            groups_of[file_number] += 1
+        for spill, groups in zip(self._spills, groups_of, strict=True):
+            spill.write_rows(groups)
+        self._whole = None  # look for them again
         return written
 
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
@@ -296,7 +310,33 @@ class ParquetDataset(TableDataset):
         blocks = [self._row_group(g) for g in unique.tolist()]
         return take_columns(blocks, block_of.reshape(-1), local)
 
+    def _whole_files(self) -> list[Columns]:
+        """Each file's rows mapped whole from ``cache_dir`` (written by
+        :meth:`write_cache`) when every file has them, in one layout; else empty."""
+        whole = self._whole
+        if whole is None:
+            whole = []
+            if self._spills is not None:
+                found = [spill.load_rows() for spill in self._spills]
+                plans = {id(getattr(c, "plan", None)) for c in found}
+                first = found[0] if found else None
+                plan = getattr(first, "plan", None)
+                if plan is not None and len(plans) == 1 and not plan.singles:
+                    counts = [len(c[plan.names[0]]) for c in found]  # type: ignore[index]
+                    if counts == self._files_rows:
+                        whole = found  # type: ignore[assignment]  # all mapped
+            self._whole = whole
+        return whole
+
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
+        whole = self._whole_files()
+        if whole:  # one gather from each file's rows, whatever the row groups
+            if len(whole) == 1:
+                return gather_batch(whole, None, indices, out)
+            files = np.searchsorted(self._file_starts, indices, side="right") - 1
+            unique, by_file = split_blocks(files, len(whole))
+            rows = indices - self._file_starts[files]
+            return gather_batch([whole[f] for f in unique], by_file, rows, out)
         groups, local = self._locate(indices)
         unique, grouping = split_blocks(groups, len(self._groups))
         last = self._last_blocks
@@ -335,7 +375,10 @@ def from_parquet(
             size of the columns read, one copy per file and column selection (keyed
             by path, size, modification time and columns; an older copy of the same
             file is removed when the dataset is built). Row groups with string or
-            binary columns are not written. For a URL, the version is the size and
+            binary columns are not written. When every column is a 1-D number,
+            :meth:`ParquetDataset.write_cache` also writes each file's rows end to
+            end (``rows.bin``, as large again), and batches are then gathered from
+            it in one read whichever row groups they touch. For a URL, the version is the size and
             whatever the server reports of a modification time or ETag: over plain
             HTTP without them, a changed file of the same size is not noticed (delete
             the folder).

@@ -74,6 +74,35 @@ def _aligned(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
 
+def _settle(header: dict[str, Any], sizes: list[int]) -> bytes:
+    """The header's bytes, with each array's ``offset`` set: 64-byte aligned, after
+    the header (whose length moves them: settle both)."""
+    prefix = len(_MAGIC) + 8
+    start = 0
+    while True:
+        position = start
+        for spec, nbytes in zip(header["arrays"], sizes, strict=True):
+            spec["offset"] = position
+            position = _aligned(position + nbytes)
+        head = json.dumps(header).encode()
+        if _aligned(prefix + len(head)) <= start:
+            return head
+        start = _aligned(prefix + len(head))
+
+
+def _read_header(path: Path) -> dict[str, Any] | None:
+    """The header of a file written by :class:`SpillFolder`, or None (missing, other)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(_MAGIC)) != _MAGIC:
+                return None
+            size = int.from_bytes(f.read(8), "little")
+            header: dict[str, Any] = json.loads(f.read(size))
+            return header
+    except (OSError, ValueError):
+        return None
+
+
 def _spillable(columns: Columns) -> bool:
     return all(isinstance(c, np.ndarray | Ragged) for c in columns.values())
 
@@ -178,17 +207,7 @@ class SpillFolder:
             {"dtype": a.dtype.str, "shape": list(a.shape), "offset": 0} for a in arrays
         ]
         header = {"columns": entries, "arrays": layout}
-        prefix = len(_MAGIC) + 8
-        start = 0
-        while True:  # the offsets are in the header, whose length moves them: settle both
-            position = start
-            for spec, array in zip(layout, arrays, strict=True):
-                spec["offset"] = position
-                position = _aligned(position + array.nbytes)
-            head = json.dumps(header).encode()
-            if _aligned(prefix + len(head)) <= start:
-                break
-            start = _aligned(prefix + len(head))
+        head = _settle(header, [a.nbytes for a in arrays])
         parts: list[bytes | memoryview[int]] = [_MAGIC, len(head).to_bytes(8, "little"), head]
         written = len(_MAGIC) + 8 + len(head)
         for spec, array in zip(layout, arrays, strict=True):
@@ -203,32 +222,97 @@ class SpillFolder:
 
     def load(self, group: int) -> Columns | None:
         """Row group ``group`` mapped from its file, or None when it was not written."""
+        return _map(self._path(group))
+
+    def _rows_path(self) -> Path:
+        return self.folder / "rows.bin"
+
+    def write_rows(self, groups: int) -> bool:
+        """Write ``rows.bin``: the stacked rows of row groups ``0 .. groups - 1`` end
+        to end, as one block of the whole file (see :meth:`load_rows`). Only when every
+        row group is written and holds nothing but stacked columns, in one layout (1-D
+        numeric columns: no lists, strings or 2-D columns). True when the file is there.
+        """
+        target = self._rows_path()
+        if target.is_file():
+            return True
+        headers = [_read_header(self._path(g)) for g in range(groups)]
+        if not headers or any(h is None for h in headers):
+            return False
+        first: dict[str, Any] = headers[0]  # type: ignore[assignment]
+        if len(first["arrays"]) != 1 or any("stack" not in e for e in first["columns"]):
+            return False
+        width = first["arrays"][0]["shape"][1]
+        for header in headers:
+            if header["columns"] != first["columns"] or len(header["arrays"]) != 1:  # type: ignore[index]
+                return False
+            if header["arrays"][0]["shape"][1] != width:  # type: ignore[index]
+                return False
+        rows = sum(h["arrays"][0]["shape"][0] for h in headers)  # type: ignore[index]
+        whole = {"columns": first["columns"], "arrays": [{"dtype": "|u1", "shape": [rows, width]}]}
+        head = _settle(whole, [rows * width])
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix="rows.bin", suffix=".tmp")
         try:
-            with open(self._path(group), "rb") as f:
-                if f.read(len(_MAGIC)) != _MAGIC:
-                    return None
-                size = int.from_bytes(f.read(8), "little")
-                header = json.loads(f.read(size))
-                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            return None
-        arrays = []
-        for spec in header["arrays"]:
-            shape = tuple(spec["shape"])
-            count = int(np.prod(shape, dtype=np.int64))
-            dtype = np.dtype(spec["dtype"])
-            flat = np.frombuffer(mapped, dtype=dtype, count=count, offset=spec["offset"])
-            arrays.append(flat.reshape(shape))
-        columns = StackedColumns()
-        columns.stacks = {}
-        for entry in header["columns"]:
-            name = entry["name"]
-            if "stack" in entry:
-                block, offset = arrays[entry["stack"]], entry["offset"]
-                columns[name] = stacked_field(block, offset, np.dtype(entry["dtype"]))
-                columns.stacks[name] = (block, offset)
-            elif "values" in entry:
-                columns[name] = Ragged(arrays[entry["values"]], arrays[entry["offsets"]])
-            else:
-                columns[name] = arrays[entry["array"]]
-        return columns.settle()
+            with os.fdopen(fd, "wb") as out:
+                out.write(_MAGIC + len(head).to_bytes(8, "little") + head)
+                out.write(b"\0" * (whole["arrays"][0]["offset"] - out.tell()))
+                for g, header in enumerate(headers):
+                    spec = header["arrays"][0]  # type: ignore[index]
+                    with open(self._path(g), "rb") as part:
+                        part.seek(spec["offset"])
+                        left = spec["shape"][0] * width
+                        while left:
+                            chunk = part.read(min(left, _CHUNK))
+                            if not chunk:
+                                raise OSError(f"{self._path(g)} is shorter than its header says")
+                            out.write(chunk)
+                            left -= len(chunk)
+            os.replace(tmp, target)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return False
+        return True
+
+    def load_rows(self) -> Columns | None:
+        """The whole file's rows mapped from ``rows.bin`` (one block, as
+        :meth:`load` maps a row group), or None when it was not written."""
+        return _map(self._rows_path())
+
+
+_CHUNK = 16 << 20
+"""Bytes copied at a time into ``rows.bin``."""
+
+
+def _map(path: Path) -> Columns | None:
+    """The columns of one file written by :class:`SpillFolder`, mapped; None when
+    it is missing or not such a file."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(_MAGIC)) != _MAGIC:
+                return None
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    arrays = []
+    for spec in header["arrays"]:
+        shape = tuple(spec["shape"])
+        count = int(np.prod(shape, dtype=np.int64))
+        dtype = np.dtype(spec["dtype"])
+        flat = np.frombuffer(mapped, dtype=dtype, count=count, offset=spec["offset"])
+        arrays.append(flat.reshape(shape))
+    columns = StackedColumns()
+    columns.stacks = {}
+    for entry in header["columns"]:
+        name = entry["name"]
+        if "stack" in entry:
+            block, offset = arrays[entry["stack"]], entry["offset"]
+            columns[name] = stacked_field(block, offset, np.dtype(entry["dtype"]))
+            columns.stacks[name] = (block, offset)
+        elif "values" in entry:
+            columns[name] = Ragged(arrays[entry["values"]], arrays[entry["offsets"]])
+        else:
+            columns[name] = arrays[entry["array"]]
+    return columns.settle()
