@@ -12,7 +12,8 @@ Rows:
   folder>/parquet-decoded)`` with that sampler (``worker_mode="auto"`` for 2
   workers); a batch is a dict of 17 NumPy columns. Its row groups are decoded into
   that folder once, before timing (``ds.write_cache()``, ~1.1 GB, kept between
-  runs), so every timed epoch maps decoded row groups instead of decoding them.
+  runs), with the file's rows end to end (``rows.bin``, ~1.1 GB more), so every
+  timed epoch gathers its batches from that mapping instead of decoding.
 * ``torch x2 per-row``: the PyTorch DataLoader, 2 worker processes, over
   :class:`PerRowParquet`, a map-style dataset that reads one row per
   ``__getitem__`` the way such readers are usually written (the file opened once
