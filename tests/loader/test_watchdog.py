@@ -6,6 +6,7 @@ shows the stack of the worker reading them, and ``it.stats().watchdog`` holds it
 """
 
 import logging
+import re
 
 import pytest
 
@@ -54,8 +55,11 @@ def test_a_stuck_record_is_reported_once_with_its_batch_samples_and_stack(kwargs
     (message,) = handler.messages
     assert "no batch for" in message
     assert "batch 2" in message
-    assert "held_back" in message or "fn" in message  # the stuck worker's stack
-    assert "gates.py" in message
+    # The stuck worker's stack: the map function's frame under the map stage.
+    # (cloudpickle >= 3.1.3 names a by-value function's file "<dynamic-code>",
+    # so the frame is found by its function name, not its file.)
+    assert re.search(r"line \d+,? in fn\n", message), message
+    assert "map.py" in message
     if kwargs.get("num_workers"):
         assert "samples [8, 9, 10, 11]" in message
     assert stats.watchdog is not None
