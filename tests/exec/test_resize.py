@@ -98,6 +98,25 @@ def test_new_threads_take_the_ids_that_are_free():
         ]
 
 
+def test_threads_added_take_no_job_until_every_one_of_them_has_started():
+    # Starting a thread waits for it to run; threads already reading records would
+    # make each of those waits a wait for the GIL. So the new threads start first.
+    seen = []
+
+    def init(info):  # runs on each new thread before its first job
+        seen.append(_workers_alive(None))
+
+    spec = WorkerSpec(sk.range(0, 400).map(_slow), None, 4, "raise", 0, 1, init, None)
+    ex = ThreadExecutor(spec, BufferPool(4, 8))
+    with ex:
+        futures = [ex.submit(_job(s)) for s in range(40)]
+        ex.resize(16)
+        for seq, future in enumerate(futures):
+            assert future.result(timeout=30).value.tolist() == list(range(4 * seq, 4 * seq + 4))
+    assert len(seen) == 16
+    assert seen[1:] == [16] * 15  # every thread added saw all sixteen running
+
+
 def test_close_ends_threads_that_were_sent_away_and_those_still_working():
     gate = threading.Event()
 

@@ -22,7 +22,7 @@ from .._dataset import Dataset, IterDataset, StreamCursor
 from .._epoch.jobs import EMPTY, Done, Job
 from .._stats import transform_time
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
-from .schedstat import cpu_wait_seconds
+from .schedstat import CpuWaitClock
 
 __all__ = ["EMPTY", "Done", "Job", "Runtime", "Tally", "WorkerSpec"]
 
@@ -131,6 +131,7 @@ class Runtime:
         self.spec = spec
         self._inline = mode == "inline"
         self._cpu_wait = cpu_wait  # also measure the time waiting for a CPU
+        self._clock: CpuWaitClock | None = None  # opened on the worker's thread
         self.info = WorkerInfo(
             id=worker_id,
             num_workers=spec.num_workers,
@@ -158,6 +159,13 @@ class Runtime:
         if self.spec.worker_init_fn is not None:
             self.spec.worker_init_fn(self.info)
 
+    def stop(self) -> None:
+        """Release what the worker's thread opened to measure its jobs (idempotent);
+        the thread that ran the jobs calls it as it ends."""
+        clock, self._clock = self._clock, None
+        if clock is not None:
+            clock.close()
+
     def run(self, job: Job) -> Done:
         """Do ``job``; exceptions propagate with the sample and batch located."""
         transform = transform_time()
@@ -165,14 +173,16 @@ class Runtime:
             done = self._run(job)
             done.transform_seconds = transform_time() - transform
             return done
-        if self._cpu_wait:
-            queued = cpu_wait_seconds()
+        clock = self._clock
+        if self._cpu_wait and clock is None:
+            clock = self._clock = CpuWaitClock()
+        queued = clock.seconds() if clock is not None else 0.0
         start, cpu = time.perf_counter(), time.thread_time()
         done = self._run(job)
         done.work_seconds = time.perf_counter() - start
         done.cpu_seconds = time.thread_time() - cpu
-        if self._cpu_wait:
-            done.cpu_wait_seconds = cpu_wait_seconds() - queued
+        if clock is not None:
+            done.cpu_wait_seconds = clock.seconds() - queued
         done.transform_seconds = transform_time() - transform
         return done
 

@@ -10,7 +10,9 @@ for a CPU: too many threads" (see :mod:`stoker._sizing`).
 
 from __future__ import annotations
 
-__all__ = ["cpu_wait_seconds"]
+import os
+
+__all__ = ["CpuWaitClock", "cpu_wait_seconds"]
 
 _PATH = "/proc/thread-self/schedstat"
 
@@ -42,3 +44,47 @@ def cpu_wait_seconds() -> float:
             return int(f.read().split()[1]) * 1e-9
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+class CpuWaitClock:
+    """The time one thread has waited for a CPU, read through a file it keeps open.
+
+    Reading through a kept file is one system call (``pread``), where opening the
+    file each time is several, each a release and re-acquisition of the GIL: with a
+    hundred threads taking turns at the GIL, that made every job measurably slower.
+    Build it on the thread it measures (the file names the thread that opens it).
+
+    Example:
+        >>> clock = CpuWaitClock()
+        >>> clock.seconds() >= 0.0
+        True
+        >>> clock.close()
+
+    Resources:
+        Owns one file descriptor (where the system has schedstats); :meth:`close`
+        (idempotent) closes it. The thread worker that builds it closes it as it ends.
+    """
+
+    def __init__(self) -> None:
+        self._fd = -1
+        if _AVAILABLE:
+            try:
+                self._fd = os.open(_PATH, os.O_RDONLY)
+            except OSError:
+                self._fd = -1
+
+    def seconds(self) -> float:
+        """Seconds the thread that built this clock has waited for a CPU since it
+        started (0.0 where the system does not say)."""
+        if self._fd < 0:
+            return 0.0
+        try:
+            return int(os.pread(self._fd, 128, 0).split()[1]) * 1e-9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
