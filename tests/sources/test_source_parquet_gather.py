@@ -11,8 +11,9 @@ import pytest
 import stoker as sk
 from stoker._batching.pool import BufferPool
 from stoker._rng import epoch_rng
-from stoker._sources.block_gather import gather_batch, split_blocks, stack_columns, take_columns
+from stoker._sources.block_gather import gather_batch, split_blocks, take_columns
 from stoker._sources.columns import Ragged
+from stoker._sources.row_layout import stack_columns
 from stoker.testing import assert_resumes_exactly, assert_same_in_every_mode, run_epochs
 
 N = 230  # row groups of 50: four full ones and a short last one

@@ -14,11 +14,12 @@ import numpy as np
 from .._context import Context
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .block_gather import gather_batch, split_blocks, stack_columns, take_columns, which_blocks
+from .block_gather import gather_batch, split_blocks, take_columns, which_blocks
 from .columns import Columns, columns_nbytes
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
 from .extras import require
 from .remote import Remote, is_url
+from .row_layout import stack_columns
 from .spill import SpillFolder, default_cache_dir
 from .table import TableDataset
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from .block_gather import StackedColumns, stacked_field
 from .columns import Columns, Ragged
+from .row_layout import StackedColumns, stacked_field
 
 __all__ = ["SpillFolder", "default_cache_dir", "spill_key"]
 
