@@ -5,8 +5,9 @@ written (module level, inside a function, under ``TYPE_CHECKING``): each one tie
 two modules together. Modules are ranked by the data path order of
 ``shared/STYLE.md`` (``RANKS`` below); an import from a module to one of a higher
 rank (a later stage, or the loader) "runs back up". The one allowed exception is
-the ``Dataset`` chaining methods, which build transform nodes (``_dataset`` ->
-``_transforms``, and ``_transforms`` / ``_sources`` nodes returning datasets).
+the ``Dataset`` and ``IterDataset`` chaining methods, which build transform nodes
+(``_dataset`` / ``_iterdataset`` -> ``_transforms``, and ``_transforms`` / ``_sources``
+nodes returning datasets).
 
 Usage::
 
@@ -54,6 +55,7 @@ RANKS: dict[str, int] = {
     "_sizing": 1,
     # stage 1-4
     "_dataset": 2,
+    "_iterdataset": 2,
     "_sources": 3,
     "_sampling": 4,
     "_transforms": 5,
@@ -82,7 +84,12 @@ RANKS: dict[str, int] = {
 }
 
 # The Dataset <-> transform chaining methods: the one circle that is wanted.
-ALLOWED_UP = (("_dataset", "_transforms"), ("_dataset", "_sources"))
+ALLOWED_UP = (
+    ("_dataset", "_transforms"),
+    ("_dataset", "_sources"),
+    ("_iterdataset", "_transforms"),
+    ("_iterdataset", "_sources"),
+)
 
 
 def module_name(path: Path, src: Path) -> str:
@@ -183,9 +190,11 @@ def allowed(a: str, b: str) -> bool:
 
 
 def is_chaining_circle(comp: list[str]) -> bool:
-    """A circle made only of ``_dataset`` and the nodes its chaining methods build."""
-    return "_dataset" in comp and all(
-        m == "_dataset" or m.startswith(("_transforms", "_sources")) for m in comp
+    """A circle made only of ``_dataset`` / ``_iterdataset`` and the nodes their
+    chaining methods build."""
+    bases = ("_dataset", "_iterdataset")
+    return any(b in comp for b in bases) and all(
+        m in bases or m.startswith(("_transforms", "_sources")) for m in comp
     )
 
 

@@ -16,10 +16,10 @@ from . import vision as vision
 from ._batching.pad import pad_collate as pad_collate
 from ._collate import default_collate as default_collate
 from ._dataset import Dataset as Dataset
-from ._dataset import IterDataset as IterDataset
 from ._elastic import merge_host_states as merge_host_states
 from ._hosts import Shard as Shard
 from ._iterator import LoaderIterator as LoaderIterator
+from ._iterdataset import IterDataset as IterDataset
 from ._loader import DataLoader as DataLoader
 from ._progress import Progress as Progress
 from ._progress import progress as progress

@@ -1,4 +1,4 @@
-"""``Dataset[T]`` (map-style) and ``IterDataset[T]`` (streams): descriptions of data.
+"""``Dataset[T]``: a map-style description of data (streams: :mod:`stoker._iterdataset`).
 
 A dataset is an immutable description: chaining methods only build new nodes, and
 nothing is read until a record is asked for. Iteration state lives in cursors and in
@@ -25,40 +25,27 @@ of the loader needs to know the stages by name:
   ``worker_mode="auto"`` runs it on threads. A function is known to when it is marked
   with :func:`~stoker.releases_gil`.
 
-Stoker's own streams (sources and stages alike) subclass ``StreamNode`` and read
-through a ``Cursor``; both live here, below the sources that subclass them.
+Stoker's own map-style sources and stages subclass ``DatasetNode`` (``UnaryNode``
+for a stage over one parent); both live here, below the nodes that subclass them.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar, overload
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
 import numpy as np
 
 from ._context import DEFAULT_CONTEXT, SKIP, Context, Skip
-from .errors import FilteredOut, NotSupportedError, StateError
+from .errors import FilteredOut, NotSupportedError
 
 if TYPE_CHECKING:
-    from ._hosts import Shard
     from ._stats import SourceShare
     from ._transforms.mix import MixDataset
     from ._transforms.packer import Packer
-    from ._transforms.stream import BatchedStream
 
-__all__ = [
-    "Cursor",
-    "Dataset",
-    "DatasetNode",
-    "IterDataset",
-    "StreamCursor",
-    "StreamNode",
-    "UnaryNode",
-    "as_index_array",
-    "parent_state",
-    "state_count",
-]
+__all__ = ["Dataset", "DatasetNode", "UnaryNode", "as_index_array"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -320,217 +307,9 @@ class UnaryNode(DatasetNode[T]):
         return self._parent.releases_gil
 
 
-class StreamCursor(Protocol[T_co]):
-    """An open position in a stream: an iterator that can report its state."""
-
-    def __next__(self) -> T_co: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-
-class IterDataset(Generic[T]):
-    """A stream of records, read in order; it resumes from a saved state.
-
-    Subclass it and implement ``__iter__``. To resume cheaply, also implement
-    ``state_dict()`` / ``load_state_dict(state)`` (PyTorch's stateful protocol: the
-    state of the iterator most recently returned by ``__iter__``). Without them,
-    stoker counts the records handed out and resumes by reading that many again,
-    which is exact whenever ``__iter__`` yields the same records every time.
-
-    Example:
-        >>> import stoker as sk
-        >>> ds = sk.from_iterable(lambda: iter(range(5))).map(lambda x: x * 2)
-        >>> list(ds)
-        [0, 2, 4, 6, 8]
-    """
-
-    def __iter__(self) -> Iterator[T]:
-        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
-
-    def state_dict(self) -> dict[str, Any]:
-        """The state of the iterator most recently returned by ``__iter__``."""
-        raise NotImplementedError(
-            f"{type(self).__name__} does not implement state_dict(); "
-            "stoker resumes it by counting records instead"
-        )
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Make the next ``__iter__`` continue from ``state``."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement load_state_dict()")
-
-    # -- the loader's protocol ------------------------------------------------------
-
-    shards_itself: ClassVar[bool] = False
-    """Set to True when ``__iter__`` reads only its worker's part of the stream (from
-    ``sk.get_worker_info()``); otherwise, with several workers, each worker reads the
-    whole stream and keeps every ``num_workers``-th record."""
-
-    @property
-    def may_skip(self) -> bool:
-        """True when the stream may drop records of its parent (a filter in the chain)."""
-        return False
-
-    @property
-    def releases_gil(self) -> bool:
-        """True when reading the stream (this node and its parents) releases the GIL;
-        see :attr:`Dataset.releases_gil`. False unless a node says otherwise."""
-        return False
-
-    def _open(self, ctx: Context, state: dict[str, Any] | None) -> StreamCursor[T]:
-        """Start reading at ``state`` (None: the beginning), only ``ctx.shard``'s part."""
-        return open_user_stream(self, state, ctx.shard)
-
-    def _mixture_report(self, state: dict[str, Any] | None) -> list[SourceShare] | None:
-        """Each mixed source's realised share at the loader ``state`` (None: no mix)."""
-        parent = getattr(self, "_parent", None)
-        return parent._mixture_report(state) if isinstance(parent, IterDataset) else None
-
-    # -- chaining -------------------------------------------------------------------
-
-    @overload
-    def map(self, fn: Callable[[T], U], *, seeded: Literal[False] = False) -> IterDataset[U]: ...
-    @overload
-    def map(
-        self, fn: Callable[[T, np.random.Generator], U], *, seeded: Literal[True]
-    ) -> IterDataset[U]: ...
-    def map(self, fn: Callable[..., U], *, seeded: bool = False) -> IterDataset[U]:
-        """Apply ``fn`` to every record, lazily (``seeded``: as for :meth:`Dataset.map`,
-        with the record's position in the stream as its index)."""
-        return MappedStream(self, fn, seeded=seeded)
-
-    def filter(self, pred: Callable[[T], bool]) -> IterDataset[T]:
-        """Keep the records for which ``pred(record)`` is true, lazily."""
-        return FilteredStream(self, pred)
-
-    def shuffle(self, window: int, seed: int | None = None) -> IterDataset[T]:
-        """Emit the stream window by window, each window of ``window`` records in a
-        random order drawn from (seed, epoch, reader, window number).
-
-        Memory: one window of records per reader. The state stays small (the upstream
-        state at the window's start and two counters), and resuming is exact. With
-        tar shards, add ``shuffle_shards=True`` to vary the shard order too.
-
-        Args:
-            window: records shuffled together (held in memory at once).
-            seed: the seed of the orders; None: the loader's seed.
-
-        Example:
-            >>> import stoker as sk
-            >>> sorted(sk.from_iterable(lambda: range(5)).shuffle(window=2, seed=0))
-            [0, 1, 2, 3, 4]
-        """
-        return ShuffledStream(self, window, seed)
-
-    def batch(
-        self,
-        batch_size: int,
-        *,
-        drop_remainder: bool = False,
-        collate_fn: Callable[[list[T]], Any] | None = None,
-    ) -> BatchedStream[T]:
-        """Group consecutive records into collated batches of ``batch_size``.
-
-        Use it with ``DataLoader(..., batch_size=None)``, which then yields these
-        batches as they are.
-        """
-        return BatchedStream(self, batch_size, drop_remainder=drop_remainder, collate_fn=collate_fn)
-
-
-def parent_state(state: dict[str, Any] | None, what: str, key: str = "parent") -> Any:
-    """``state[key]`` (None without a state); StateError when the key is missing."""
-    if state is not None and (not isinstance(state, dict) or key not in state):
-        raise StateError(f"the state of {what} must be a dict with key {key!r}, got {state!r}")
-    return None if state is None else state[key]
-
-
-def state_count(state: dict[str, Any] | None, key: str, what: str) -> int:
-    """The counter ``state[key]`` (0 without a state); StateError unless an int >= 0."""
-    value = parent_state(state, what, key)
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise StateError(f"the state of {what} needs {key!r} to be an int >= 0, got {value!r}")
-    return value or 0
-
-
-class Cursor(Iterator[T], Generic[T]):
-    """An open position in a stream: an iterator that reports its state.
-
-    The default state is the parent cursor's under ``"parent"``; sources override it.
-    """
-
-    _parent: StreamCursor[Any]
-
-    def state_dict(self) -> dict[str, Any]:
-        """The JSON state from which ``_open`` resumes right after the last record."""
-        return {"parent": self._parent.state_dict()}
-
-
-class StreamNode(IterDataset[T]):
-    """Base of stoker's stream stages: ``iter()`` and the stateful protocol via ``_open``.
-
-    Example:
-        >>> import stoker as sk
-        >>> ds = sk.from_iterable(lambda: range(3))
-        >>> next(iter(ds)), ds.state_dict()
-        (0, {'steps': 1})
-
-    Errors:
-        StateError: ``load_state_dict`` with a state of another shape.
-    """
-
-    _pending: dict[str, Any] | None = None
-    _live: Cursor[T] | None = None
-
-    def _open(self, ctx: Context, state: dict[str, Any] | None) -> Cursor[T]:
-        raise NotImplementedError
-
-    @property
-    def elastic(self) -> bool:
-        """True when a state resumes under any ``num_workers`` and host count.
-
-        An elastic stream keeps its state per unit of data (a shard), not per reader,
-        so the states of all readers can be dealt anew to other readers
-        (``_deal_state``). Tar shards are elastic, and so are ``map``, ``filter`` and
-        ``batch`` over them; other streams resume only under the same ``num_workers``.
-        """
-        return False
-
-    def _deal_state(
-        self, parts: Sequence[tuple[Shard, dict[str, Any] | None]], new: Shard
-    ) -> dict[str, Any]:
-        """The state of reader ``new`` (index of count) when the readers ``parts`` (the
-        shard each read and its state; None: not started) are dealt anew. Elastic only."""
-        raise NotImplementedError(f"{type(self).__name__} is not elastic")
-
-    def __iter__(self) -> Iterator[T]:
-        state, self._pending = self._pending, None
-        self._live = self._open(DEFAULT_CONTEXT, state)
-        return self._live
-
-    def state_dict(self) -> dict[str, Any]:
-        """The state of the iterator most recently returned by ``iter()``."""
-        if self._live is not None:
-            return self._live.state_dict()
-        if self._pending is not None:
-            return self._pending
-        return self._open(DEFAULT_CONTEXT, None).state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter()`` continue from ``state`` (its shape is checked now)."""
-        self._open(DEFAULT_CONTEXT, state)
-        self._pending, self._live = state, None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state.pop("_live", None)  # an open iterator belongs to this process
-        return state
-
-
-# The stage classes import Dataset/IterDataset from this module, so they come last.
-from ._sources.iterable import open_user_stream  # noqa: E402
+# The stage classes import Dataset from this module, so they come last.
 from ._transforms.filter import FilterDataset  # noqa: E402
 from ._transforms.map import MapDataset  # noqa: E402
 from ._transforms.pack import PackDataset  # noqa: E402
 from ._transforms.shard import ShardDataset  # noqa: E402
 from ._transforms.shuffle import ShuffleDataset  # noqa: E402
-from ._transforms.stream import BatchedStream, FilteredStream, MappedStream  # noqa: E402
-from ._transforms.stream_shuffle import ShuffledStream  # noqa: E402

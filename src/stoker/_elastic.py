@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._dataset import StreamNode
 from ._hosts import Shard
+from ._iterdataset import StreamNode
 from ._state import (
     AHEAD,
     BATCHES,

@@ -14,13 +14,14 @@ from typing import Any, Generic, Literal
 from typing_extensions import TypeVar
 
 from ._config import LoaderConfig, settle_auto
-from ._dataset import Dataset, IterDataset
+from ._dataset import Dataset
 from ._exec.executor import Executor
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
 from ._exec.make import make_executor, worker_spec
 from ._hosts import Shard, resolve_hosts
 from ._iterator import LoaderIterator, StateBox
+from ._iterdataset import IterDataset
 from ._pass import PassSpec
 from ._sampling.base import Sampler
 from ._sampling.foreign import as_sampler

@@ -19,13 +19,14 @@ from typing import Any, Protocol
 
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
-from ._dataset import Dataset, IterDataset
+from ._dataset import Dataset
 from ._epoch.choose import epoch_plan
 from ._epoch.plan import EpochPlan
 from ._exec.executor import Executor
 from ._exec.jobs import Tally
 from ._exec.make import Lease, pass_executor
 from ._hosts import Shard
+from ._iterdataset import IterDataset
 from ._sampling.base import Sampler
 from ._window import PassWindow, open_window
 

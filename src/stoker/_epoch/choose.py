@@ -15,8 +15,9 @@ from typing import Any
 
 from .._batching.builder import BatchBuilder
 from .._config import DEFAULT_DEPTH, LoaderConfig
-from .._dataset import Dataset, IterDataset
+from .._dataset import Dataset
 from .._hosts import Shard
+from .._iterdataset import IterDataset
 from .._sampling.base import Sampler
 from .batch_sampler import BatchSamplerPlan
 from .parts import StreamParts

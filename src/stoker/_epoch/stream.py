@@ -6,9 +6,9 @@ from typing import Any
 
 from .._batching.builder import BatchBuilder, add_location
 from .._context import Context
-from .._dataset import IterDataset, StreamCursor
 from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
 from .._hosts import ONE_HOST, Shard
+from .._iterdataset import IterDataset, StreamCursor
 from .._state import STREAM
 from .plan import Item, _Plan
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._collate import default_collate
-from .._dataset import Dataset, IterDataset
+from .._dataset import Dataset
+from .._iterdataset import IterDataset
 from .._typing import is_marked, releases_gil
 
 __all__ = ["pipeline_releases_gil", "releases_gil"]

@@ -18,8 +18,9 @@ from typing import Any
 
 from .._batching.builder import BatchBuilder, add_batch_index, add_location
 from .._batching.pool import BufferPool
-from .._dataset import Dataset, IterDataset, StreamCursor
+from .._dataset import Dataset
 from .._epoch.jobs import EMPTY, Done, Job
+from .._iterdataset import IterDataset, StreamCursor
 from .._stats import transform_time
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 from .schedstat import CpuWaitClock

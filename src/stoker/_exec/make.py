@@ -11,8 +11,9 @@ from typing import Any
 
 from .._batching.pool import BufferPool
 from .._config import DEFAULT_DEPTH, LoaderConfig
-from .._dataset import Dataset, IterDataset
+from .._dataset import Dataset
 from .._epoch.plan import EpochPlan
+from .._iterdataset import IterDataset
 from .executor import Executor
 from .jobs import WorkerSpec
 

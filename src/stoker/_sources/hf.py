@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._context import Context
-from .._dataset import Cursor, StreamNode, parent_state, state_count
 from .._hosts import Shard
+from .._iterdataset import Cursor, StreamNode, parent_state, state_count
 from .._shm import is_sharing
 from ..errors import ConfigError, StateError
 from .columns import Columns

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from .._context import Context
-from .._dataset import Cursor, IterDataset, StreamNode, state_count
 from .._hosts import Shard
+from .._iterdataset import Cursor, IterDataset, StreamNode, state_count
 from .._typing import is_marked
 from ..errors import ConfigError, StateError
 

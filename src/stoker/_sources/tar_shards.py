@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, Self
 
 from .._context import Context
-from .._dataset import Cursor, StreamNode, parent_state
 from .._hosts import Shard
+from .._iterdataset import Cursor, StreamNode, parent_state
 from .._rng import epoch_rng
 from ..errors import ConfigError, StateError, TarShardError
 from .shard_paths import list_shards, open_shard

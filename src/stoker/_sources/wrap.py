@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from .._context import Context, Skip
-from .._dataset import Dataset, DatasetNode, IterDataset
+from .._dataset import Dataset, DatasetNode
+from .._iterdataset import IterDataset
 from .._torch_types import is_torch_data
 from ..errors import ConfigError
 from .arrow import frame_kind, from_pandas, from_polars

@@ -8,7 +8,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._context import Context, Skip
-from .._dataset import Dataset, DatasetNode, IterDataset
+from .._dataset import Dataset, DatasetNode
+from .._iterdataset import IterDataset
 from ..errors import ConfigError
 
 __all__ = ["ConcatDataset", "check_parts", "concat", "fetch_parts", "gather_parts"]

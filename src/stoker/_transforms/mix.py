@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import numpy as np
 
 from .._context import Context, Skip
-from .._dataset import Dataset, DatasetNode, IterDataset
+from .._dataset import Dataset, DatasetNode
+from .._iterdataset import IterDataset
 from .._sampling.base import check_int
 from .._sampling.mixture import MixSampler, Mixture, check_rule
 from .._sampling.schedule import Schedule, WeightControl, check_weights

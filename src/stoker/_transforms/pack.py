@@ -24,7 +24,8 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .._context import SKIP, Context, Skip
-from .._dataset import Dataset, IterDataset, UnaryNode
+from .._dataset import Dataset, UnaryNode
+from .._iterdataset import IterDataset
 from .._sources.columns import Ragged, column_records
 from ..errors import CollateError, ConfigError, NotSupportedError
 from .packer import OVERFLOWS, POSITIONS, SEGMENT_IDS, PackChunk, Packer, Row, checked_length

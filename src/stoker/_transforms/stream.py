@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._collate import default_collate
 from .._context import Context
-from .._dataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state, state_count
+from .._iterdataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state, state_count
 from .._rng import reused_record_rng
 from .._typing import is_marked
 from ..errors import ConfigError

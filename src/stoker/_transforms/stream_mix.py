@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from .._context import Context
-from .._dataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state
+from .._iterdataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state
 from .._sampling.mixture import PHI, low_discrepancy_start
 from .._sampling.schedule import Change, check_changes
 from .._stats import SourceShare

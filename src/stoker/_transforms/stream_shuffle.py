@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from .._context import Context
-from .._dataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state, state_count
+from .._iterdataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state, state_count
 from .._rng import epoch_rng
 from ..errors import ConfigError
 

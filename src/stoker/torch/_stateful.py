@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .._dataset import Cursor
+from .._iterdataset import Cursor
 from ..errors import StateError
 
 __all__ = ["StatefulStreamCursor", "from_json", "is_stateful", "to_json"]

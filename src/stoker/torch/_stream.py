@@ -17,8 +17,8 @@ from typing import Any
 from torch.utils.data import get_worker_info
 
 from .._context import Context
-from .._dataset import IterDataset, StreamCursor
 from .._hosts import Shard
+from .._iterdataset import IterDataset, StreamCursor
 from .._sources.iterable import open_user_stream
 from ._stateful import StatefulStreamCursor, is_stateful
 
