@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ConfigError, NotSupportedError
 from .columns import Column, Columns
 from .line_index import record_spans
+from .listing import is_glob
 from .table import TableDataset
 from .values import RecordValueError, infer_kind, take_rows, to_column
 
@@ -42,7 +43,7 @@ def line_files(paths: PathLike | Sequence[PathLike], what: str) -> list[str]:
     found: list[str] = []
     for item in items:
         text = os.fspath(item)
-        if any(c in text for c in "*?["):
+        if is_glob(text):
             files = sorted(m for m in glob.glob(text, recursive=True) if os.path.isfile(m))
             if not files:
                 raise ConfigError(f"the pattern {text!r} matches no file (check the path)")
