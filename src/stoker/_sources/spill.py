@@ -90,15 +90,21 @@ def _settle(header: dict[str, Any], sizes: list[int]) -> bytes:
         start = _aligned(prefix + len(head))
 
 
+def _header_of(f: Any) -> dict[str, Any] | None:
+    """The header at the start of open file ``f`` written by :class:`SpillFolder`, or
+    None when it is another file; ``ValueError`` when it is cut short."""
+    if f.read(len(_MAGIC)) != _MAGIC:
+        return None
+    size = int.from_bytes(f.read(8), "little")
+    header: dict[str, Any] = json.loads(f.read(size))
+    return header
+
+
 def _read_header(path: Path) -> dict[str, Any] | None:
     """The header of a file written by :class:`SpillFolder`, or None (missing, other)."""
     try:
         with open(path, "rb") as f:
-            if f.read(len(_MAGIC)) != _MAGIC:
-                return None
-            size = int.from_bytes(f.read(8), "little")
-            header: dict[str, Any] = json.loads(f.read(size))
-            return header
+            return _header_of(f)
     except (OSError, ValueError):
         return None
 
@@ -236,19 +242,19 @@ class SpillFolder:
         target = self._rows_path()
         if target.is_file():
             return True
-        headers = [_read_header(self._path(g)) for g in range(groups)]
-        if not headers or any(h is None for h in headers):
+        headers = [h for g in range(groups) if (h := _read_header(self._path(g))) is not None]
+        if not headers or len(headers) != groups:
             return False
-        first: dict[str, Any] = headers[0]  # type: ignore[assignment]
+        first = headers[0]
         if len(first["arrays"]) != 1 or any("stack" not in e for e in first["columns"]):
             return False
         width = first["arrays"][0]["shape"][1]
         for header in headers:
-            if header["columns"] != first["columns"] or len(header["arrays"]) != 1:  # type: ignore[index]
+            if header["columns"] != first["columns"] or len(header["arrays"]) != 1:
                 return False
-            if header["arrays"][0]["shape"][1] != width:  # type: ignore[index]
+            if header["arrays"][0]["shape"][1] != width:
                 return False
-        rows = sum(h["arrays"][0]["shape"][0] for h in headers)  # type: ignore[index]
+        rows = sum(h["arrays"][0]["shape"][0] for h in headers)
         whole = {"columns": first["columns"], "arrays": [{"dtype": "|u1", "shape": [rows, width]}]}
         head = _settle(whole, [rows * width])
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix="rows.bin", suffix=".tmp")
@@ -257,7 +263,7 @@ class SpillFolder:
                 out.write(_MAGIC + len(head).to_bytes(8, "little") + head)
                 out.write(b"\0" * (whole["arrays"][0]["offset"] - out.tell()))
                 for g, header in enumerate(headers):
-                    spec = header["arrays"][0]  # type: ignore[index]
+                    spec = header["arrays"][0]
                     with open(self._path(g), "rb") as part:
                         part.seek(spec["offset"])
                         left = spec["shape"][0] * width
@@ -289,10 +295,9 @@ def _map(path: Path) -> Columns | None:
     it is missing or not such a file."""
     try:
         with open(path, "rb") as f:
-            if f.read(len(_MAGIC)) != _MAGIC:
+            header = _header_of(f)
+            if header is None:
                 return None
-            size = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(size))
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
