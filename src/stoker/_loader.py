@@ -24,9 +24,7 @@ from ._iterator import LoaderIterator, StateBox
 from ._iterdataset import IterDataset
 from ._pass import PassSpec
 from ._sampling.base import Sampler
-from ._sampling.foreign import as_sampler
-from ._sampling.random import RandomSampler
-from ._sampling.sequential import SequentialSampler
+from ._sampling.choice import loader_sampler
 from ._sources.wrap import as_dataset
 from ._state import CARRY, STREAM, check_state, loader_header, position_state
 from .errors import ConfigError
@@ -218,7 +216,7 @@ class DataLoader(Generic[B]):
         if isinstance(self._dataset, IterDataset):
             self._config.check_for_stream()
         else:
-            self._check_map()
+            self._sampler = loader_sampler(self._config, self._dataset)
         if self._hosts.count > 1:
             may_skip = isinstance(self._dataset, Dataset) and self._dataset.may_skip
             self._config.check_for_hosts(self._hosts.count, may_skip=may_skip)
@@ -262,39 +260,6 @@ class DataLoader(Generic[B]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- checks -------------------------------------------------------------------
-
-    def _check_map(self) -> None:
-        cfg, ds = self._config, self._dataset
-        if not isinstance(ds, Dataset):
-            raise RuntimeError("a map-style loader over a stream")
-        n = len(ds)
-        if n == 0:
-            raise ConfigError(
-                f"the dataset {ds!r} is empty: an empty source is almost always a mistake "
-                "(an empty glob, a wrong filter on the source, a wrong path)"
-            )
-        mixture = ds._mixture()  # sk.mix decides the order of its sources' records
-        if mixture is not None and (cfg.sampler is not None or cfg.batch_sampler is not None):
-            raise ConfigError(
-                "sampler= and batch_sampler= conflict with sk.mix, which decides the order "
-                "its sources are read in: drop them (set the shares with the mix's weights)"
-            )
-        if mixture is not None:
-            self._sampler = mixture.sampler(shuffle=cfg.shuffle, seed=cfg.seed)
-        elif cfg.batch_sampler is None:
-            if cfg.sampler is not None:
-                self._sampler = as_sampler(cfg.sampler, n)
-            elif cfg.shuffle:
-                self._sampler = RandomSampler(n, seed=cfg.seed)
-            else:
-                self._sampler = SequentialSampler(n)
-        elif not hasattr(cfg.batch_sampler, "__iter__"):
-            raise ConfigError(
-                f"batch_sampler must be iterable (yield lists of indices), "
-                f"got {type(cfg.batch_sampler).__name__}"
-            )
 
     # -- description --------------------------------------------------------------
 
