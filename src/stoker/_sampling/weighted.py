@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -15,6 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._rng import epoch_rng
 from ..errors import ConfigError, StateError
 from .base import EpochOrder, IndexArray, IndexCursor, Sampler, SamplerCursor, check_int
+from .weight_table import WeightTable, weight_table
 
 __all__ = ["WeightedSampler"]
 
@@ -24,50 +23,6 @@ _BLOCK = 4096
 INLINE_WEIGHTS = 10_000
 """States carry up to this many weights as a list; more, as a digest that the sampler
 must know (``register_weights``) when it restores the state."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Table:
-    """One set of weights, ready to draw from; replaced as a whole by ``set_weights``."""
-
-    weights: NDArray[np.float64]
-    cdf: NDArray[np.float64]
-    digest: str
-    nonzero: int
-
-
-def _build_table(weights: ArrayLike) -> _Table:
-    try:
-        w = np.array(weights, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"weights must be a 1-D sequence of numbers: {exc}") from None
-    if w.ndim != 1:
-        raise ConfigError(
-            f"weights must be 1-D (one weight per record), got an array of shape {w.shape}"
-        )
-    if w.size == 0:
-        raise ConfigError("weights is empty: give one weight per record of the dataset")
-    bad = np.flatnonzero(~np.isfinite(w))
-    if bad.size:
-        raise ConfigError(
-            f"weights must be finite, but weights[{bad[0]}] is {w[bad[0]]}: "
-            "replace NaN and infinite weights"
-        )
-    bad = np.flatnonzero(w < 0)
-    if bad.size:
-        raise ConfigError(
-            f"weights must be >= 0, but weights[{bad[0]}] is {w[bad[0]]}: "
-            "use 0 to leave a record out"
-        )
-    nonzero = int(np.count_nonzero(w))
-    if nonzero == 0:
-        raise ConfigError("weights are all zero: at least one record needs a positive weight")
-    cdf = np.cumsum(w)
-    cdf /= cdf[-1]
-    w.flags.writeable = False
-    cdf.flags.writeable = False
-    digest = hashlib.blake2b(w.astype("<f8").tobytes(), digest_size=8).hexdigest()
-    return _Table(w, cdf, digest, nonzero)
 
 
 class _WithReplacement(EpochOrder):
@@ -82,7 +37,7 @@ class _WithReplacement(EpochOrder):
         sampler: WeightedSampler,
         epoch: int,
         position: int,
-        changes: list[tuple[int, _Table]] | None = None,
+        changes: list[tuple[int, WeightTable]] | None = None,
     ) -> None:
         self._sampler = sampler
         self._epoch = epoch
@@ -92,7 +47,7 @@ class _WithReplacement(EpochOrder):
         self._saved: list[list[Any]] = [[at, sampler._entry(t)] for at, t in self._tables]
         sampler._orders.add(self)
 
-    def weights_changed(self, table: _Table) -> None:
+    def weights_changed(self, table: WeightTable) -> None:
         with self._lock:
             at = self._frontier
             while len(self._tables) > 1 and self._tables[-1][0] >= at:
@@ -158,7 +113,9 @@ class _WithoutReplacement(EpochOrder):
     Uses the weights current when the epoch's cursor was opened.
     """
 
-    def __init__(self, sampler: WeightedSampler, epoch: int, table: _Table | None = None) -> None:
+    def __init__(
+        self, sampler: WeightedSampler, epoch: int, table: WeightTable | None = None
+    ) -> None:
         self._sampler = sampler
         self._epoch = epoch
         self._table = sampler._table if table is None else table
@@ -167,7 +124,7 @@ class _WithoutReplacement(EpochOrder):
         self._saved: list[list[Any]] = [[0, sampler._entry(self._table)]]
         sampler._orders.add(self)
 
-    def weights_changed(self, table: _Table) -> None:
+    def weights_changed(self, table: WeightTable) -> None:
         entry = [len(self._sampler), self._sampler._entry(table)]
         if len(self._saved) > 1:
             self._saved[1] = entry
@@ -240,7 +197,7 @@ class WeightedSampler(Sampler):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        table = _build_table(weights)
+        table = weight_table(weights)
         if not isinstance(replacement, bool):
             raise ConfigError(f"replacement must be True or False, got {replacement!r}")
         self._replacement = replacement
@@ -252,12 +209,12 @@ class WeightedSampler(Sampler):
         )
         self._check_enough(table)
         self._table = table
-        self._known: dict[str, _Table] = {table.digest: table}
+        self._known: dict[str, WeightTable] = {table.digest: table}
         self._orders: weakref.WeakSet[_WithReplacement | _WithoutReplacement]
         self._orders = weakref.WeakSet()
         self._cache: tuple[int, str, IndexArray] | None = None
 
-    def _check_enough(self, table: _Table) -> None:
+    def _check_enough(self, table: WeightTable) -> None:
         if not self._replacement and self._num_samples > table.nonzero:
             raise ConfigError(
                 f"without replacement, num_samples ({self._num_samples}) cannot exceed the "
@@ -322,8 +279,8 @@ class WeightedSampler(Sampler):
         self._known[table.digest] = table
         return table.digest
 
-    def _checked(self, weights: ArrayLike) -> _Table:
-        table = _build_table(weights)
+    def _checked(self, weights: ArrayLike) -> WeightTable:
+        table = weight_table(weights)
         if table.weights.size != self.source_len:
             raise ConfigError(
                 f"set_weights needs {self.source_len} weights, one per record, "
@@ -332,13 +289,13 @@ class WeightedSampler(Sampler):
         self._check_enough(table)
         return table
 
-    def _entry(self, table: _Table) -> Any:
+    def _entry(self, table: WeightTable) -> Any:
         """How a state names ``table``: its weights, or its digest when they are many."""
         if table.weights.size <= self.INLINE_WEIGHTS:
             return table.weights.tolist()
         return table.digest
 
-    def _resolve(self, entry: object) -> _Table:
+    def _resolve(self, entry: object) -> WeightTable:
         if isinstance(entry, str):
             table = self._known.get(entry)
             if table is None:
@@ -358,7 +315,7 @@ class WeightedSampler(Sampler):
             raise StateError(f"the state's weights are invalid: {exc}") from None
         return self._known.setdefault(table.digest, table)
 
-    def _changes(self, state: Mapping[str, Any]) -> list[tuple[int, _Table]]:
+    def _changes(self, state: Mapping[str, Any]) -> list[tuple[int, WeightTable]]:
         changes = state["weight_changes"]
         ok = isinstance(changes, list) and bool(changes)
         previous = -1
@@ -378,7 +335,7 @@ class WeightedSampler(Sampler):
             )
         return [(int(at), self._resolve(entry)) for at, entry in changes]
 
-    def _weighted_permutation(self, epoch: int, table: _Table) -> IndexArray:
+    def _weighted_permutation(self, epoch: int, table: WeightTable) -> IndexArray:
         """Return epoch ``epoch``'s order without replacement under ``table``'s weights."""
         cached = self._cache
         if cached is not None and cached[0] == epoch and cached[1] == table.digest:
