@@ -243,13 +243,17 @@ def test_a_dataset_that_grows_is_read_whole_every_epoch(kind: str, workers: int)
 # -- 7. PyTorch's warnings and refusals ---------------------------------------------------
 
 
-def test_more_workers_than_cpus_warns() -> None:
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # PyTorch's __del__
+def test_more_workers_than_cpus_warns_when_built_and_iterated_as_torch_does() -> None:
     many = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1) + 1
-    loader = skt.DataLoader(Indexed(4), batch_size=2, num_workers=many)
-    with pytest.warns(UserWarning, match="worker processes in total"):
-        it = iter(loader)
-    it.close()
-    loader.close()
+    for loader_class in (tud.DataLoader, skt.DataLoader):
+        with pytest.warns(UserWarning, match="worker processes in total"):
+            loader = loader_class(Indexed(4), batch_size=2, num_workers=many)
+        with pytest.warns(UserWarning, match="worker processes in total"):
+            it = iter(loader)
+        assert len(list(it)) == 2
+        if isinstance(loader, skt.DataLoader):
+            loader.close()
 
 
 @pytest.mark.parametrize("workers", WORKERS)

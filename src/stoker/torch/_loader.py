@@ -25,10 +25,11 @@ Mapping onto :class:`stoker.DataLoader`:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Sized
+from typing import Any, TypeVar, cast
 
 import torch
+import torch.utils.data as tud
 from torch.utils.data import BatchSampler, IterableDataset
 from torch.utils.data import default_collate as torch_default_collate
 from torch.utils.data import default_convert as torch_default_convert
@@ -39,10 +40,11 @@ import stoker as sk
 from .._sources.wrap import as_dataset
 from .._state import TORCH
 from ..errors import ConfigError, StateError
-from ._args import check_args, warn_many_workers
+from ._args import check_args
 from ._device import pinning_available, warn_no_pinning
 from ._items import FirstRecord, ItemBatches, ItemReader
 from ._iterator import TorchLoaderIterator, WorkerLife
+from ._samplers import PlacedEpoch, loader_sampler
 from ._shapes import torch_collated, torch_converted
 from ._stateful import from_json, is_stateful, to_json
 from ._stream import TorchStream
@@ -53,6 +55,12 @@ __all__ = ["DataLoader"]
 T_co = TypeVar("T_co", covariant=True)
 
 _FROZEN = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
+
+
+def _check_epoch(epoch: object) -> int:
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ConfigError(f"epoch must be an int >= 0, got {epoch!r}")
+    return epoch
 
 
 def _same(batch: Any) -> Any:
@@ -80,21 +88,29 @@ def _hidden(sampler: Any) -> Any:
     return sampler
 
 
-class DataLoader(Generic[T_co]):
+class DataLoader(tud.DataLoader[T_co]):
     """A drop-in for ``torch.utils.data.DataLoader`` that resumes exactly.
 
-    It takes PyTorch's arguments and yields the batches PyTorch would (tensors,
-    with ``default_collate``'s structure), and adds ``state_dict()`` /
-    ``load_state_dict()`` on the loader and its iterators. The data path is
-    :class:`stoker.DataLoader`'s: batches are collated into recycled buffers and
-    handed out as tensors sharing them, never overwritten while you hold them.
+    It is a ``torch.utils.data.DataLoader`` (``isinstance`` holds, and the attributes
+    trainers read have PyTorch's meanings), takes PyTorch's arguments and yields the
+    batches PyTorch would (tensors, with ``default_collate``'s structure), and adds
+    ``state_dict()`` / ``load_state_dict()`` on the loader and its iterators and
+    ``set_epoch()``. The data path is :class:`stoker.DataLoader`'s: batches are
+    collated into recycled buffers and handed out as tensors sharing them, never
+    overwritten while you hold them.
+
+    Trainers that re-create a loader from its arguments with a sampler of their own
+    (Lightning's distributed sampler, ``overfit_batches``) get this class back, and
+    its engine honours their sampler. The epoch a pass walks is the one placed last
+    with ``loader.set_epoch(e)`` or ``loader.sampler.set_epoch(e)``; without one, the
+    epoch after the previous pass.
 
     Differences from PyTorch: ``shuffle=True`` orders records by stoker's
-    permutation (seeded from ``generator``), not PyTorch's; with workers, a batch
-    goes to whichever worker is free, so per-worker random state is the same as
-    PyTorch's but which batches a worker builds may differ; a timeout raises
-    :class:`~stoker.LoaderTimeout` (a ``TimeoutError``); ``pin_memory_device`` is
-    ignored (deprecated in PyTorch).
+    permutation of ``(seed, epoch)`` (the seed from ``generator``), not PyTorch's; with
+    workers, a batch goes to whichever worker is free, so per-worker random state is
+    the same as PyTorch's but which batches a worker builds may differ; a timeout
+    raises :class:`~stoker.LoaderTimeout` (a ``TimeoutError``); ``pin_memory_device``
+    is ignored (deprecated in PyTorch).
 
     Example:
         >>> import torch
@@ -102,6 +118,8 @@ class DataLoader(Generic[T_co]):
         >>> from stoker.torch import DataLoader
         >>> data = TensorDataset(torch.arange(10.0), torch.arange(10))
         >>> loader = DataLoader(data, batch_size=4)
+        >>> isinstance(loader, torch.utils.data.DataLoader)
+        True
         >>> it = iter(loader)
         >>> next(it)
         [tensor([0., 1., 2., 3.]), tensor([0, 1, 2, 3])]
@@ -112,17 +130,15 @@ class DataLoader(Generic[T_co]):
 
     Resources:
         With ``num_workers > 0``, worker processes: they start with an iterator and,
-        unless ``persistent_workers=True``, end with it; :meth:`close` (or leaving a
-        ``with`` block, or garbage collection) ends them.
+        unless ``persistent_workers=True``, end with it; :meth:`close`, setting
+        ``loader._iterator = None`` (as Lightning does), leaving a ``with`` block, or
+        garbage collection ends them.
 
     Errors:
         ConfigError (a ``ValueError``): the argument combinations PyTorch rejects,
         raised here. An exception in a worker reaches ``next()`` as its own type with
         the sample and batch index noted.
     """
-
-    sampler: Any
-    batch_sampler: Any
 
     def __init__(
         self,
@@ -159,19 +175,7 @@ class DataLoader(Generic[T_co]):
             prefetch_factor=prefetch_factor,
             persistent_workers=persistent_workers,
         )
-        self.dataset = dataset
-        self.num_workers = num_workers
-        self.prefetch_factor = args.prefetch_factor
-        self.pin_memory = pin_memory
-        self.pin_memory_device = pin_memory_device
-        self.timeout = timeout
-        self.worker_init_fn = worker_init_fn
-        self._multiprocessing_context = multiprocessing_context
-        self.in_order = in_order
-        self.generator = generator
-        self.persistent_workers = persistent_workers
-        self.batch_size = args.batch_size
-        self.drop_last = args.drop_last
+        self._stoker: sk.DataLoader[Any] | None = None  # set by _build; read by _iterator
         self._iterable = iterable
         self._shuffle = args.shuffle
         self._given_sampler = sampler
@@ -180,35 +184,64 @@ class DataLoader(Generic[T_co]):
         self._seed = int(
             generator.initial_seed() if generator is not None else torch.initial_seed()
         )
-        batched = batch_sampler is not None or args.batch_size is not None
-        self.collate_fn = collate_fn or (
-            torch_default_collate if batched else torch_default_convert
+        if sampler is None and batch_sampler is None and not isinstance(dataset, IterableDataset):
+            sampler = self._own_sampler(dataset)
+        # PyTorch's constructor sets PyTorch's attributes with PyTorch's meanings (and
+        # warns, as PyTorch does, about more workers than CPUs).
+        super().__init__(
+            dataset,
+            batch_size=batch_size,
+            sampler=sampler,
+            batch_sampler=batch_sampler,
+            num_workers=num_workers,
+            collate_fn=collate_fn,
+            pin_memory=pin_memory,
+            drop_last=drop_last,
+            timeout=timeout,
+            worker_init_fn=worker_init_fn,
+            multiprocessing_context=multiprocessing_context,
+            generator=generator,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers,
+            pin_memory_device=pin_memory_device,
+            in_order=in_order,
         )
         self._pin = bool(pin_memory) and pinning_available()
         if pin_memory and not self._pin:
             warn_no_pinning(stacklevel=2)
         self._seeds = SeedBox()
         # torchdata's Stateful protocol: the sampler the drop-in asks for its state.
-        stateful = batch_sampler if batch_sampler is not None else sampler
+        stateful = batch_sampler if batch_sampler is not None else self._given_sampler
         self._stateful_sampler = stateful if is_stateful(stateful) else None
         self._sampler_start: Any = None  # its state when the most recent pass began
         self._pending_torch: dict[str, Any] | None = None  # from load_state_dict
         self._len_called: int | None = None  # len(dataset) of an IterableDataset, once asked
+        self._placed: int | None = None  # from set_epoch, for the next pass
         self._build()
         self._initialized = True
 
+    def _dataset_len(self) -> int:
+        return len(cast(Sized, self.dataset))
+
+    def _own_sampler(self, dataset: Any) -> Any:
+        """The sampler for no given sampler: stoker's order, PyTorch's class for trainers."""
+        if self._iterable:
+            return _InfiniteConstantSampler()
+        return loader_sampler(dataset, self._shuffle, self._seed)
+
     def _build(self) -> None:
-        """Samplers and the stoker loader for the dataset's current length."""
-        self._n = None if self._iterable else len(self.dataset)
-        sampler = self._sampler(self._given_sampler, self._shuffle, self._iterable, self._seed)
-        batch_sampler = self._given_batch_sampler
-        if batch_sampler is None and self.batch_size is not None:
-            batch_sampler = BatchSampler(sampler, self.batch_size, self.drop_last)
-        object.__setattr__(self, "sampler", sampler)
-        object.__setattr__(self, "batch_sampler", batch_sampler)
+        """The stoker loader for the dataset's current length."""
+        self._n = None if self._iterable else self._dataset_len()
         self._shape: Callable[[Any], Any] = _same
-        self._loader: sk.DataLoader[Any] = self._stoker_loader(self._seed, self._start_method)
-        self._life = WorkerLife(self._loader, self.persistent_workers)
+        self._stoker = self._stoker_loader(self._seed, self._start_method)
+        self._life = WorkerLife(self._stoker, self.persistent_workers)
+
+    @property
+    def _loader(self) -> sk.DataLoader[Any]:
+        loader = self._stoker
+        if loader is None:
+            raise RuntimeError("the stoker loader is built at the end of __init__")
+        return loader
 
     def _refresh(self) -> None:
         """Rebuild for a map-style dataset whose length changed (PyTorch reads it per epoch).
@@ -216,24 +249,22 @@ class DataLoader(Generic[T_co]):
         The epoch count and a loaded state carry over; a loaded state of the old length
         is then refused by its ``dataset_len``.
         """
-        if self._iterable or len(self.dataset) == self._n or self._life.active:
+        if self._iterable or self._dataset_len() == self._n or self._life.active:
             return
         old = self._loader
         pending = old._pending
         next_epoch = old._next_epoch
         old.close()
+        if self._given_sampler is None:  # the own sampler covers the new length
+            sampler = self._own_sampler(self.dataset)
+            object.__setattr__(self, "sampler", sampler)
+            if self._given_batch_sampler is None and self.batch_size is not None:
+                batches = BatchSampler(sampler, self.batch_size, self.drop_last)
+                object.__setattr__(self, "batch_sampler", batches)
         self._build()
         self._loader._next_epoch = next_epoch
         if pending is not None:
             self._loader.load_state_dict(pending)
-
-    def _sampler(self, sampler: Any, shuffle: bool, iterable: bool, seed: int) -> Any:
-        if iterable:
-            return _InfiniteConstantSampler()
-        if sampler is not None:
-            return sampler
-        n = len(self.dataset)
-        return sk.RandomSampler(n, seed=seed) if shuffle else sk.SequentialSampler(n)
 
     def _stoker_loader(self, seed: int, start_method: str) -> sk.DataLoader[Any]:
         dataset, workers = self.dataset, self.num_workers
@@ -241,27 +272,28 @@ class DataLoader(Generic[T_co]):
         stream = isinstance(source, TorchStream | sk.IterDataset)
         kwargs: dict[str, Any] = {}
         collate_fn: Any = self.collate_fn
-        if self.batch_sampler is None and not stream and self._given_sampler is not None:
-            # Each item of the sampler (an index or a list of them) is dataset[item].
-            kwargs["batch_sampler"] = ItemBatches(_hidden(self._given_sampler), dataset)
-            source, collate_fn = ItemReader(dataset), FirstRecord(self.collate_fn)
-        elif self.batch_sampler is None:  # records one by one; collate_fn converts each
-            kwargs["batch_size"] = None
-            if not stream:
-                kwargs["sampler"] = self.sampler
-            if collate_fn is torch_default_convert:
-                self._shape = torch_converted  # stoker converts; the records are reshaped
-            else:
-                source = as_dataset(source).map(collate_fn)
-            collate_fn = None
+        own_sampler = isinstance(self.sampler, PlacedEpoch)
+        if self.batch_size is None and self._given_batch_sampler is None:
+            if not stream and self._given_sampler is not None:
+                # Each item of the sampler (an index or a list of them) is dataset[item].
+                kwargs["batch_sampler"] = ItemBatches(_hidden(self._given_sampler), dataset)
+                source, collate_fn = ItemReader(dataset), FirstRecord(self.collate_fn)
+            else:  # records one by one; collate_fn converts each
+                kwargs["batch_size"] = None
+                if not stream:
+                    kwargs["sampler"] = self.sampler
+                if collate_fn is torch_default_convert:
+                    self._shape = torch_converted  # stoker converts; the records are reshaped
+                else:
+                    source = as_dataset(source).map(collate_fn)
+                collate_fn = None
         else:
-            if self.batch_size is None:
-                kwargs["batch_sampler"] = _hidden(self.batch_sampler)
+            if self._given_batch_sampler is not None:
+                kwargs["batch_sampler"] = _hidden(self._given_batch_sampler)
             else:
                 kwargs["batch_size"] = self.batch_size
                 if not stream:
-                    given = self._given_sampler is not None
-                    kwargs["sampler"] = _hidden(self.sampler) if given else self.sampler
+                    kwargs["sampler"] = self.sampler if own_sampler else _hidden(self.sampler)
             if collate_fn is torch_default_collate:
                 self._shape = torch_collated  # stoker collates; the batches are reshaped
                 collate_fn = None
@@ -286,11 +318,6 @@ class DataLoader(Generic[T_co]):
 
     # -- PyTorch's attributes -------------------------------------------------------
 
-    @property
-    def multiprocessing_context(self) -> Any:
-        """The ``multiprocessing_context`` given (None: the platform's default)."""
-        return self._multiprocessing_context
-
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _FROZEN and getattr(self, "_initialized", False):
             raise ConfigError(
@@ -298,6 +325,18 @@ class DataLoader(Generic[T_co]):
                 "initialized: build a new loader"
             )
         super().__setattr__(name, value)
+
+    @property
+    def _iterator(self) -> Any:
+        """PyTorch keeps its persistent workers' iterator here; trainers end those
+        workers by setting it to None (Lightning does after ``fit``), and so do they end
+        stoker's."""
+        return None
+
+    @_iterator.setter
+    def _iterator(self, value: Any) -> None:
+        if value is None and self._stoker is not None:
+            self._stoker.close()
 
     def __len__(self) -> int:
         """Batches in an epoch, computed as PyTorch computes it (the dataset's length is
@@ -309,20 +348,76 @@ class DataLoader(Generic[T_co]):
         if self._given_batch_sampler is not None:
             return len(self._given_batch_sampler)
         if self._iterable:
-            n = self._len_called = len(self.dataset)
+            n = self._len_called = self._dataset_len()
         elif self._given_sampler is not None:
             n = len(self._given_sampler)
         else:
-            n = len(self.dataset)
+            n = self._dataset_len()
         if self.batch_size is None:
             return n
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
+    # -- epochs -----------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Walk ``epoch`` in the next pass, as a trainer that counts epochs asks.
+
+        The order of a map-style pass is a function of ``(seed, epoch)``: a trainer that
+        resumes in epoch ``e`` (or skips its first batches with a loader of its own)
+        places the order here, and the pass after is ``e + 1`` as in an uninterrupted
+        run. A sampler with ``set_epoch`` (a ``DistributedSampler``) is told too. A
+        state given to :meth:`load_state_dict` for another epoch is dropped.
+
+        Example:
+            >>> loader = DataLoader(list(range(4)), batch_size=2, shuffle=True)
+            >>> loader.set_epoch(3)
+            >>> first = [b.tolist() for b in loader]
+            >>> loader.set_epoch(3)
+            >>> [b.tolist() for b in loader] == first
+            True
+
+        Errors:
+            ConfigError: ``epoch`` is not an int >= 0.
+        """
+        self._placed = _check_epoch(epoch)
+        for sampler in self._samplers():
+            if isinstance(sampler, PlacedEpoch):
+                sampler.walk(epoch)
+            elif callable(getattr(sampler, "set_epoch", None)):
+                sampler.set_epoch(epoch)
+
+    def _samplers(self) -> list[Any]:
+        """The loader's sampler and its batch sampler's sampler (each once)."""
+        found: list[Any] = []
+        for obj in (self.sampler, getattr(self.batch_sampler, "sampler", None)):
+            if obj is not None and all(obj is not f for f in found):
+                found.append(obj)
+        return found
+
+    def _next_epoch(self) -> int | None:
+        """The epoch placed for the next pass (by ``set_epoch`` here or on the sampler)."""
+        placed, self._placed = self._placed, None
+        for sampler in self._samplers():
+            if isinstance(sampler, PlacedEpoch):
+                if placed is None and sampler.placed is not None:
+                    placed = sampler.placed
+                sampler.placed = None
+        return placed
+
     # -- iteration and state --------------------------------------------------------
 
-    def __iter__(self) -> TorchLoaderIterator:
-        """A fresh pass (the next epoch, or the state given to :meth:`load_state_dict`)."""
+    def __iter__(self) -> TorchLoaderIterator:  # type: ignore[override]
+        """A fresh pass (the next epoch, the one placed with :meth:`set_epoch`, or the
+        state given to :meth:`load_state_dict`)."""
         self._refresh()
+        epoch = self._next_epoch()
+        loader = self._loader
+        if epoch is not None and loader._pending is not None:
+            if loader._pending.get("epoch") != epoch:
+                loader._pending = None  # a placed epoch wins over a state of another
+                self._pending_torch = None
+            else:
+                epoch = None  # resume the loaded state of that epoch
         pending, self._pending_torch = self._pending_torch or {}, None
         if not (self.persistent_workers and self._seeds.base_seed is not None):
             self._seeds.base_seed = draw_base_seed(self.generator)  # as PyTorch, per iterator
@@ -330,20 +425,23 @@ class DataLoader(Generic[T_co]):
         if isinstance(saved_seed, int) and saved_seed != self._seeds.base_seed:
             self._seeds.base_seed = saved_seed  # drawn anyway above, as torchdata does
             if not self._life.active:
-                self._loader.close()  # persistent workers restart with the saved seed
+                loader.close()  # persistent workers restart with the saved seed
         sampler = self._stateful_sampler
         if sampler is not None:
             if pending.get("sampler") is not None:
                 sampler.load_state_dict(from_json(pending["sampler"]))
             self._sampler_start = to_json(sampler.state_dict())
         if self.num_workers:
-            warn_many_workers(self.num_workers)
+            self.check_worker_number_rationality()
         self._life.enter()
         try:
-            source = self._loader.iter()
+            source = loader.iter(epoch=epoch)
         except BaseException:
             self._life.leave()
             raise
+        for own in self._samplers():
+            if isinstance(own, PlacedEpoch):
+                own.walk(source.epoch)  # code iterating the sampler sees this epoch
         return TorchLoaderIterator(
             source,
             self._shape,
@@ -395,10 +493,12 @@ class DataLoader(Generic[T_co]):
             raise StateError(f"the state's 'torch' entry must be a dict, got {extra!r}")
         self._loader.load_state_dict(rest)
         self._pending_torch = extra
+        self._placed = None
 
     def close(self) -> None:
         """End the worker processes now (idempotent)."""
-        self._loader.close()
+        if self._stoker is not None:
+            self._stoker.close()
 
     def __enter__(self) -> DataLoader[T_co]:
         return self
