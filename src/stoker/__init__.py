@@ -29,6 +29,7 @@ from ._sampling.chunked import ChunkedShuffleSampler as ChunkedShuffleSampler
 from ._sampling.foreign import ForeignSampler as ForeignSampler
 from ._sampling.random import RandomSampler as RandomSampler
 from ._sampling.sequential import SequentialSampler as SequentialSampler
+from ._sampling.tokens import TokenBatchSampler as TokenBatchSampler
 from ._sampling.weighted import WeightedSampler as WeightedSampler
 from ._sources.arrays import from_arrays as from_arrays
 from ._sources.arrow import from_arrow as from_arrow
@@ -100,6 +101,7 @@ __all__ = [
     "StokerError",
     "TarShardError",
     "Verdict",
+    "TokenBatchSampler",
     "WeightedSampler",
     "WorkerCrashed",
     "WorkerError",

@@ -328,6 +328,10 @@ class DataLoader(Generic[B]):
         if isinstance(ds, IterDataset):
             raise TypeError("a loader over a stream (IterDataset) has no length")
         if cfg.batch_sampler is not None:
+            if callable(getattr(cfg.batch_sampler, "num_batches", None)):
+                # A batch sampler that deals to hosts: this host's batches of the epoch
+                # running (inside a loop) or the next one.
+                return int(cfg.batch_sampler.num_batches(self._len_epoch(), self._hosts.count, cfg.seed))
             return len(cfg.batch_sampler)
         if ds.may_skip or cfg.on_error == "skip":
             raise TypeError(
@@ -346,6 +350,15 @@ class DataLoader(Generic[B]):
         # Under keep, a short last global batch counts if it gives every host a record.
         short = cfg.last_batch == "keep" and (n % size) // hosts > 0
         return n // size + short
+
+    def _len_epoch(self) -> int:
+        """The epoch ``len`` speaks of: the one running, else the next."""
+        box = self._box
+        if self._pending is not None:
+            return int(self._pending["epoch"])
+        if box.state is not None and not box.finished:
+            return int(box.state["epoch"])
+        return self._next_epoch
 
     # -- iteration ----------------------------------------------------------------
 

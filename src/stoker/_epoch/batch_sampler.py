@@ -1,4 +1,11 @@
-"""``BatchSamplerPlan``: batches exactly as a user's batch sampler yields them."""
+"""``BatchSamplerPlan``: batches exactly as a user's batch sampler yields them.
+
+A batch sampler that deals batches to hosts itself (it has ``host_cursor``, as
+:class:`~stoker.TokenBatchSampler` does) gives each host whole batches of its own and
+resumes from its cursor's state, kept in the loader state's ``sampler`` entry, on any
+host count. Any other batch sampler yields global batches that each host slices, and
+resumes by fast-forward.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ import numpy as np
 from .._batching.builder import BatchBuilder
 from .._context import Context
 from .._hosts import ONE_HOST, Shard, host_slice
+from .._state import SAMPLER
 from ..errors import StateError
 from .jobs import Job
 from .plan import _Plan
@@ -37,6 +45,13 @@ class BatchSamplerPlan(_Plan):
         self._seed = seed
         self._len = dataset_len
         self._hosts = hosts
+        self._dealt: Any = None  # the cursor of a batch sampler that deals to hosts
+        dealer = getattr(batch_sampler, "host_cursor", None)
+        if callable(dealer):
+            saved = None if state is None else state.get(SAMPLER)
+            self._dealt = dealer(self._epoch, hosts, saved, seed)
+            self._batches = self._dealt.batches
+            return
         if hasattr(batch_sampler, "set_epoch"):
             batch_sampler.set_epoch(self._epoch)
         self._it: Iterator[Any] = iter(batch_sampler)
@@ -48,6 +63,8 @@ class BatchSamplerPlan(_Plan):
                 )
 
     def state(self) -> dict[str, Any]:
+        if self._dealt is not None:
+            return self._state(**{SAMPLER: self._dealt.state_dict()})
         return self._state()
 
     def final_state(self) -> dict[str, Any]:
@@ -59,6 +76,14 @@ class BatchSamplerPlan(_Plan):
         With several hosts, a batch is a global batch and this host takes its even
         slice; a batch too small to give every host a record is passed over.
         """
+        if self._dealt is not None:
+            batch = None if self._done else self._dealt.next_batch()
+            if batch is None:
+                self._done = True
+                return None
+            where = self._where()
+            self._batches += 1
+            return batch, where
         while not self._done:
             indices = next(self._it, None)
             if indices is None:
