@@ -18,6 +18,8 @@ import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._explain import add_explain
+
 __all__ = ["build_parser", "main"]
 
 _LOADERS = ("stoker", "torch", "bare")
@@ -165,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_bench(commands)
+    add_explain(commands)
     return parser
 
 

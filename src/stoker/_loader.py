@@ -15,6 +15,7 @@ from typing_extensions import TypeVar
 
 from ._config import LoaderConfig, settle_auto
 from ._dataset import Dataset
+from ._epoch.ledger import batch_indices, mixture_sources
 from ._exec.executor import Executor
 from ._exec.gil import pipeline_releases_gil
 from ._exec.lease import WorkerLease
@@ -331,7 +332,9 @@ class DataLoader(Generic[B]):
             if callable(getattr(cfg.batch_sampler, "num_batches", None)):
                 # A batch sampler that deals to hosts: this host's batches of the epoch
                 # running (inside a loop) or the next one.
-                return int(cfg.batch_sampler.num_batches(self._len_epoch(), self._hosts.count, cfg.seed))
+                return int(
+                    cfg.batch_sampler.num_batches(self._len_epoch(), self._hosts.count, cfg.seed)
+                )
             return len(cfg.batch_sampler)
         if ds.may_skip or cfg.on_error == "skip":
             raise TypeError(
@@ -350,6 +353,40 @@ class DataLoader(Generic[B]):
         # Under keep, a short last global batch counts if it gives every host a record.
         short = cfg.last_batch == "keep" and (n % size) // hosts > 0
         return n // size + short
+
+    def batch_indices(self, epoch: int, step: int, *, host: Shard | None = None) -> list[int]:
+        """The dataset indices of batch ``step`` of ``epoch`` on this host (or ``host``),
+        computed from the order without reading any record.
+
+        For map-style data: shuffled or not, samplers, batch samplers (the token one
+        included), ``sk.mix`` (indices run over its sources one after the other; see
+        :meth:`batch_sources`), and ``shard=``. The first call of an epoch
+        computes its order; later calls take a slice of it.
+
+        Example:
+            >>> import stoker as sk
+            >>> loader = sk.DataLoader(sk.range(10), batch_size=4, shuffle=True, seed=1)
+            >>> loader.batch_indices(0, 1) == [int(x) for x in list(loader)[1]]
+            True
+
+        Errors:
+            NotSupportedError: a stream, or batches that depend on the records'
+                contents (a filter, ``sk.pack``, ``on_error="skip"``).
+            IndexError: the epoch has fewer batches.
+        """
+        hosts = self._hosts if host is None else host
+        return batch_indices(self._config, self._dataset, self._sampler, hosts, epoch, step)
+
+    def batch_sources(self, indices: list[int]) -> list[list[Any]] | None:
+        """For ``sk.mix``: each index's ``[source name, index in that source]``; else None.
+
+        Example:
+            >>> import stoker as sk
+            >>> loader = sk.DataLoader(sk.mix({"a": sk.range(3), "b": sk.range(2)}), batch_size=2)
+            >>> loader.batch_sources([0, 4])
+            [['a', 0], ['b', 1]]
+        """
+        return mixture_sources(self._dataset, indices)
 
     def _len_epoch(self) -> int:
         """The epoch ``len`` speaks of: the one running, else the next."""

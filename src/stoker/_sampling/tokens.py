@@ -342,4 +342,3 @@ def _as_lengths(lengths: Any) -> NDArray[np.int64]:
         raise ConfigError(f"lengths must be >= 0: record {bad} has length {int(out[bad])}")
     out.flags.writeable = False
     return out
-
