@@ -162,6 +162,33 @@ class Dataset(Generic[T]):
         mixture = self._mixture()
         return None if mixture is None else mixture._mixture_report(state)
 
+    # -- lengths --------------------------------------------------------------------
+
+    def lengths(self, key: str | Callable[[T], int]) -> np.ndarray:
+        """One length per record (an int64 array), e.g. for :class:`~stoker.TokenBatchSampler`.
+
+        ``key`` is a column or key name (the length of ``record[key]``) or a function of
+        a record. A table source answers for a column without going through records:
+        from Arrow's list offsets or string lengths, or its column read in order. Any
+        other dataset reads its records (in blocks; seeded maps draw as in epoch 0).
+
+        Example:
+            >>> import stoker as sk
+            >>> sk.from_sequence([[1, 2], [3], [4, 5, 6]]).lengths(len).tolist()
+            [2, 1, 3]
+
+        Errors:
+            ConfigError: no such column, or a value without a length.
+            NotSupportedError: a filtered dataset (a removed record has no length).
+        """
+        from ._lengths import record_lengths
+
+        return record_lengths(self, key)
+
+    def _column_lengths(self, key: str) -> Any:
+        """Lengths of column ``key`` read from the source itself, or ``NotImplemented``."""
+        return NotImplemented
+
     # -- chaining -------------------------------------------------------------------
 
     @overload

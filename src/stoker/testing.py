@@ -26,6 +26,7 @@ __all__ = [
     "assert_resumes_exactly",
     "assert_same_batches",
     "assert_same_in_every_mode",
+    "assert_same_order",
     "run_epochs",
 ]
 
@@ -203,3 +204,60 @@ def assert_resumes_exactly(
             )
         for k, (x, y) in enumerate(zip(rest, reference[stop:], strict=True)):
             assert_batches_equal(x, y, f"batch {stop + k} (resumed after batch {stop})")
+
+
+def _global_steps(loaders: list[DataLoader[Any]], epoch: int) -> list[list[int]]:
+    """Each step's indices over all hosts (host order), from the order ledger."""
+    steps: list[list[int]] = []
+    while True:
+        parts: list[list[int]] = []
+        for loader in loaders:
+            try:
+                parts.append(loader.batch_indices(epoch, len(steps)))
+            except IndexError:
+                parts.append([])
+        if not any(parts):
+            return steps
+        if not all(parts):
+            hosts = [i for i, p in enumerate(parts) if not p]
+            raise AssertionError(
+                f"epoch {epoch} step {len(steps)}: hosts {hosts} have no batch while others do"
+            )
+        steps.append([i for part in parts for i in part])
+
+
+def assert_same_order(
+    a: DataLoader[Any] | list[DataLoader[Any]],
+    b: DataLoader[Any] | list[DataLoader[Any]],
+    epochs: int = 1,
+) -> None:
+    """Check that ``a`` and ``b`` deliver the same records in the same steps.
+
+    Each side is one loader, or the loaders of every host of one run (in host order:
+    a step's records are then the hosts' batches of that step, one after the other).
+    The records come from the order ledger (:meth:`stoker.DataLoader.batch_indices`),
+    so nothing is read: before and after a resume, or on 2 and 3 hosts with the same
+    global batch, the steps must match.
+
+    Example:
+        >>> import stoker as sk
+        >>> ds = sk.range(0, 12)
+        >>> two = [sk.DataLoader(ds, batch_size=3, shuffle=True, shard=sk.Shard(i, 2))
+        ...        for i in range(2)]
+        >>> three = [sk.DataLoader(ds, batch_size=2, shuffle=True, shard=sk.Shard(i, 3))
+        ...          for i in range(3)]
+        >>> assert_same_order(two, three, epochs=2)
+
+    Errors:
+        AssertionError: naming the first epoch and step that differ.
+        NotSupportedError: a loader whose batches depend on the records' contents.
+    """
+    left = a if isinstance(a, list) else [a]
+    right = b if isinstance(b, list) else [b]
+    for epoch in range(epochs):
+        sa, sb = _global_steps(left, epoch), _global_steps(right, epoch)
+        for step, (x, y) in enumerate(zip(sa, sb, strict=False)):
+            if x != y:
+                raise AssertionError(f"epoch {epoch} step {step}: records {x} != {y}")
+        if len(sa) != len(sb):
+            raise AssertionError(f"epoch {epoch}: {len(sa)} steps != {len(sb)} steps")

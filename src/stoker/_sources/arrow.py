@@ -77,6 +77,13 @@ class ArrowDataset(TableDataset):
 
         return table_columns(self._table.take(indices))
 
+    def _column_lengths(self, key: str) -> Any:
+        from .._lengths import arrow_lengths
+
+        if key not in self.columns:
+            return super()._column_lengths(key)  # names the columns there are
+        return arrow_lengths(self._table.column(key), key)
+
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         if is_sharing():

@@ -57,6 +57,11 @@ class TableDataset(DatasetNode[dict[str, Any]]):
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
         return column_batch(self._read_columns(indices), out)
 
+    def _column_lengths(self, key: str) -> Any:
+        from .._lengths import table_lengths
+
+        return table_lengths(self, key)
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         for name in self._transient:
