@@ -72,9 +72,10 @@ def column_lengths(columns: Any, key: str) -> NDArray[np.int64]:
 
 def arrow_lengths(array: Any, key: str) -> NDArray[np.int64]:
     """Lengths of an Arrow (chunked) array of lists, strings or binary, from offsets."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    from ._sources.extras import require
 
+    pa = require("pyarrow", "arrow")
+    pc = require("pyarrow.compute", "arrow")
     kind = array.type
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         lengths = pc.list_value_length(array)

@@ -136,18 +136,18 @@ class MixDataset(_Mixing, DatasetNode[T]):
         num_samples: int | None,
     ) -> None:
         self._parts: list[Dataset[Any]] = check_parts(datasets, "mix")
-        self.lengths = [len(ds) for ds in self._parts]
+        self.source_lengths = [len(ds) for ds in self._parts]
         self._init_mixing(names, weights, schedule, on_exhausted)
         self._num_samples = (
             None if num_samples is None else check_int(num_samples, "num_samples", minimum=1)
         )
         if self._num_samples is None and self.on_exhausted == "restart":
-            self._num_samples = sum(self.lengths)
-        self._offsets = np.cumsum([0, *self.lengths])
+            self._num_samples = sum(self.source_lengths)
+        self._offsets = np.cumsum([0, *self.source_lengths])
         self._len = int(self._offsets[-1])
         self._spec = Mixture(
             names=self.names,
-            lengths=self.lengths,
+            lengths=self.source_lengths,
             on_exhausted=self.on_exhausted,
             control=self._control,
             schedule=self._schedule,
