@@ -167,10 +167,12 @@ def test_explain_prints_the_steps(tmp_path: Path) -> None:
     assert [line["step"] for line in lines] == [1, 2, 3]
     loader = load_loader(f"{tmp_path / 'train.py'}:loader")
     for line in lines:
-        assert line["epoch"] == 1 and line["host"] == [0, 1]
+        assert line["epoch"] == 1
+        assert line["host"] == [0, 1]
         assert line["indices"] == loader.batch_indices(1, line["step"])
     mixed = _explain(tmp_path, "train.py:mixed", "--steps", "0:1")
-    assert [name for name, _ in mixed[0]["sources"]] and len(mixed[0]["indices"]) == 4
+    assert [name for name, _ in mixed[0]["sources"]]
+    assert len(mixed[0]["indices"]) == 4
     hosts = _explain(tmp_path, "train.py:make", "--host", "1/2")
     made = load_loader(f"{tmp_path / 'train.py'}:make")
     assert [line["indices"] for line in hosts] == [
