@@ -80,6 +80,7 @@ RANKS: dict[str, int] = {
     "vision": 11,
     "_ahead": 11,
     "_cli": 11,
+    "_explain": 11,
     "_bench": 11,
 }
 

@@ -181,7 +181,7 @@ class Dataset(Generic[T]):
             ConfigError: no such column, or a value without a length.
             NotSupportedError: a filtered dataset (a removed record has no length).
         """
-        from ._lengths import record_lengths
+        from ._sources.lengths import record_lengths
 
         return record_lengths(self, key)
 

@@ -78,7 +78,7 @@ class ArrowDataset(TableDataset):
         return table_columns(self._table.take(indices))
 
     def _column_lengths(self, key: str) -> Any:
-        from .._lengths import arrow_lengths
+        from .lengths import arrow_lengths
 
         if key not in self.columns:
             return super()._column_lengths(key)  # names the columns there are

@@ -58,7 +58,7 @@ class TableDataset(DatasetNode[dict[str, Any]]):
         return column_batch(self._read_columns(indices), out)
 
     def _column_lengths(self, key: str) -> Any:
-        from .._lengths import table_lengths
+        from .lengths import table_lengths
 
         return table_lengths(self, key)
 

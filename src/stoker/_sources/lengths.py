@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._context import Context, Skip
-from .errors import ConfigError, NotSupportedError
+from .._context import Context, Skip
+from ..errors import ConfigError, NotSupportedError
 
 __all__ = ["column_lengths", "record_lengths"]
 
@@ -58,7 +58,7 @@ def record_lengths(dataset: Any, key: str | Callable[[Any], int]) -> NDArray[np.
 
 def column_lengths(columns: Any, key: str) -> NDArray[np.int64]:
     """Lengths of one column of a batch of columns (``stoker._sources.columns``)."""
-    from ._sources.columns import Ragged
+    from .columns import Ragged
 
     col = columns[key]
     if isinstance(col, Ragged):
@@ -72,7 +72,7 @@ def column_lengths(columns: Any, key: str) -> NDArray[np.int64]:
 
 def arrow_lengths(array: Any, key: str) -> NDArray[np.int64]:
     """Lengths of an Arrow (chunked) array of lists, strings or binary, from offsets."""
-    from ._sources.extras import require
+    from .extras import require
 
     pa = require("pyarrow", "arrow")
     pc = require("pyarrow.compute", "arrow")
