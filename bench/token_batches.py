@@ -13,8 +13,8 @@ distribution), one epoch each, measured in the same run:
 For each: padded-token efficiency (real tokens / padded tokens) and real tokens per
 second delivered (the median of ``--repeats`` epochs), by the loader alone and by the
 loader feeding a step whose cost grows with the padded tokens, as a model's does (an
-embedding lookup of every padded position, 32 floats each, summed: ``--step``). Then the order ledger: the time
-of ``loader.batch_indices(0, step)`` for a step late in an epoch of 1M records, the
+embedding lookup of every padded position, 32 floats each, summed). Then the order
+ledger: the time of ``loader.batch_indices(0, step)`` for a step late in an epoch of 1M records, the
 first call (which computes the epoch's order) and the median of later calls.
 
 Prints a table and writes JSON (``--out``).
@@ -187,7 +187,8 @@ def main() -> None:
     led = ledger()
     print(
         f"ledger, {led['records']:,} records: batch_indices first call "
-        f"{led['shuffle_first_s'] * 1e3:.1f} ms, later {led['shuffle_later_median_s'] * 1e6:.0f} us "
+        f"{led['shuffle_first_s'] * 1e3:.1f} ms, "
+        f"later {led['shuffle_later_median_s'] * 1e6:.0f} us "
         f"(shuffle); token sampler first {led['tokens_first_s'] * 1e3:.0f} ms, later "
         f"{led['tokens_later_median_s'] * 1e6:.0f} us"
     )
