@@ -361,3 +361,19 @@ def test_register_for_checkpointing_a_stoker_loader(tmp_path: pathlib.Path) -> N
         == rest["torch", False]
         == [[8, 9, 10, 11], [12, 13, 14, 15], [16, 17, 18, 19]]
     )
+
+
+# -- the module and its page ---------------------------------------------------------------
+
+
+def test_import_stoker_torch_does_not_import_accelerate() -> None:
+    code = "import sys, stoker.torch\nassert 'accelerate' not in sys.modules\n"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, env=env)
+
+
+def test_the_accelerate_page_has_a_runnable_example() -> None:
+    # tests/docs/test_docs_pages.py runs every ```python block of the page in a subprocess.
+    page = (HERE.parents[1] / "docs" / "accelerate.md").read_text(encoding="utf-8")
+    assert "```python\n" in page
+    assert "st.prepare_for_accelerate(accelerator, loader)" in page
