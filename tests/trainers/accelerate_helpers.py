@@ -48,8 +48,10 @@ def fresh_accelerator(**kwargs: Any) -> Accelerator:
     (one test process builds several)."""
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
-    stateful = kwargs.pop("stateful", False)
-    config = DataLoaderConfiguration(use_stateful_dataloader=stateful)
+    config = DataLoaderConfiguration(
+        use_stateful_dataloader=kwargs.pop("stateful", False),
+        use_seedable_sampler=kwargs.pop("seedable", False),
+    )
     return Accelerator(cpu=True, dataloader_config=config, **kwargs)
 
 

@@ -110,8 +110,25 @@ def test_prepare_returns_a_loader_accelerate_treats_as_prepared() -> None:
     _, again = accelerator.prepare(model, loader)
     assert again is loader
     assert accelerator._dataloaders.count(loader) == 1
+    # The shuffle seed is the user's loader's, even if the global seed moved since.
+    torch.manual_seed(7)
+    user = st.DataLoader(Records(8), batch_size=4, shuffle=True)
+    torch.manual_seed(8)
+    prepared = st.prepare_for_accelerate(accelerator, user)
+    assert prepared.state_dict()["seed"] == user.state_dict()["seed"] == 7
+    assert ids(prepared) == ids(user)
     with pytest.raises(ConfigError, match=r"stoker\.torch\.DataLoader"):
         st.prepare_for_accelerate(accelerator, torch.utils.data.DataLoader(Records(8)))
+
+
+def test_prepare_with_accelerates_seedable_sampler_shuffles_as_torch() -> None:
+    orders = {}
+    for kind in KINDS:
+        accelerator = fresh_accelerator(seedable=True)
+        loader = make_loader(kind, accelerator, Records(20), batch_size=4, shuffle=True)
+        orders[kind] = [ids(loader) for _ in range(2)]
+    assert orders["stoker"] == orders["torch"]
+    assert orders["stoker"][0] != orders["stoker"][1]
 
 
 def test_prepare_two_processes_each_reads_only_its_shard(two_processes: list[Any]) -> None:
