@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import torch
+from accelerate.state import AcceleratorState, GradientState
 from accelerate_helpers import (
     Records,
     evaluate,
@@ -38,6 +39,15 @@ KINDS = ("torch", "stoker")
 # torchdata's StatefulDataLoader (Accelerate's base with use_stateful_dataloader=True)
 # warns when it is built under this PyTorch.
 STATEFUL_WARNING = "ignore:'set_vital' is deprecated:UserWarning"
+
+
+@pytest.fixture(autouse=True)
+def _clear_accelerate_state() -> Any:
+    """Each test builds its own accelerators; none leaves Accelerate's process-wide
+    state to the tests after it."""
+    yield
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
 
 
 def ids(loader: Any) -> list[list[int]]:
@@ -141,6 +151,15 @@ def test_prepare_two_processes_each_reads_only_its_shard(two_processes: list[Any
         assert stoker_run["reads"] == torch_run["reads"]  # 16 of 32 records an epoch, twice
         assert len(stoker_run["reads"]) == 32
         assert len(set(stoker_run["reads"])) == 16
+    for result in two_processes:  # with 2 workers in each process
+        torch_run, stoker_run = (
+            result["prepare_workers"]["torch"],
+            result["prepare_workers"]["stoker"],
+        )
+        assert stoker_run["steps"] == torch_run["steps"] == result["prepare"]["torch"]["steps"]
+        assert stoker_run["weights"] == torch_run["weights"]
+        assert all(stoker_run["in_stoker_workers"])
+        assert not any(torch_run["in_stoker_workers"])
     reads = [set(result["prepare"]["stoker"]["reads"]) for result in two_processes]
     assert reads[0].isdisjoint(reads[1])
     assert reads[0] | reads[1] == set(range(32))

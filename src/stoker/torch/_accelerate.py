@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import IterableDataset
 
-from .._state import BATCHES, EPOCH, KIND, TORCH, position_state
+from .._state import EPOCH, KIND, position_state
 from ..errors import ConfigError, NotSupportedError
 from ._loader import DataLoader
 from ._samplers import RandomSampler
@@ -81,16 +81,14 @@ class _ShardBase(DataLoader[Any]):
     def skip(self, epoch: int, batches: int) -> None:
         """Start the next pass at batch ``batches`` of ``epoch`` (the batch sampler's
         first ``batches`` batches are passed over as indices; no record is read)."""
-        state = self._loader.state_dict()
-        if state[KIND] != "batch_sampler":
+        header = self._loader._header()
+        if header[KIND] != "batch_sampler":
             raise NotSupportedError(
                 "skip_first_batches needs a map-style dataset; a stream resumes from a saved "
                 "state: Accelerator(dataloader_config=DataLoaderConfiguration("
                 "use_stateful_dataloader=True)) with save_state / load_state"
             )
-        header = {k: v for k, v in state.items() if k not in (EPOCH, BATCHES, TORCH)}
-        extra = {TORCH: state[TORCH]} if TORCH in state else {}
-        DataLoader.load_state_dict(self, {**position_state(header, epoch, batches), **extra})
+        DataLoader.load_state_dict(self, position_state(header, epoch, batches))
         self._skipped = batches
 
 

@@ -28,10 +28,10 @@ import stoker.torch as st
 from stoker.errors import ConfigError
 
 
-def prepare_and_train(kind: str) -> dict[str, object]:
+def prepare_and_train(kind: str, workers: int = 0) -> dict[str, object]:
     accelerator = fresh_accelerator()
     data = Records(32)
-    loader = make_loader(kind, accelerator, data, batch_size=4)
+    loader = make_loader(kind, accelerator, data, batch_size=4, num_workers=workers)
     model, optimizer = model_and_optimizer(accelerator)
     out = train(accelerator, loader, model, optimizer, range(2))
     out["reads"] = sorted(data.reads)
@@ -75,6 +75,7 @@ def main() -> None:
     kinds = ("torch", "stoker")
     result: dict[str, object] = {
         "prepare": {kind: prepare_and_train(kind) for kind in kinds},
+        "prepare_workers": {kind: prepare_and_train(kind, workers=2) for kind in kinds},
         "shuffled": shuffled_epochs(),
         "accumulation": {kind: accumulation(kind) for kind in kinds},
         "metrics": {kind: metrics(kind) for kind in kinds},
