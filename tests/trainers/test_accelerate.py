@@ -263,6 +263,14 @@ def test_skip_first_batches_refuses_a_loader_it_did_not_prepare() -> None:
     loader = accelerator.prepare(torch.utils.data.DataLoader(Records(8), batch_size=2))
     with pytest.raises(ConfigError, match="prepare_for_accelerate"):
         st.skip_first_batches(loader, 1)
+    ours = make_loader("stoker", accelerator, Records(8), batch_size=2, shuffle=True)
+    with pytest.raises(ConfigError, match="cannot skip 5 batches of an epoch of 4"):
+        st.skip_first_batches(ours, 5)
+    whole = [ids(ours) for _ in range(2)]
+    ours.set_epoch(0)
+    assert ids(st.skip_first_batches(ours, 4)) == []  # the whole epoch skipped
+    assert ours.iteration == 1
+    assert ids(ours) == whole[1]
 
 
 # -- save_state / load_state ---------------------------------------------------------------

@@ -58,8 +58,12 @@ class _ShardBase(DataLoader[Any]):
         owner = self._owner()
         if owner is not None:
             self.set_epoch(owner.iteration)
+        whole_epoch = self._skipped > 0 and self._skipped == DataLoader.__len__(self)
         self._skipped = 0
-        return super().__iter__()
+        it = super().__iter__()
+        if whole_epoch and owner is not None:
+            owner.iteration += 1  # the shard counts no epoch for a pass without batches
+        return it
 
     def __len__(self) -> int:
         return super().__len__() - self._skipped
@@ -87,6 +91,11 @@ class _ShardBase(DataLoader[Any]):
                 "skip_first_batches needs a map-style dataset; a stream resumes from a saved "
                 "state: Accelerator(dataloader_config=DataLoaderConfiguration("
                 "use_stateful_dataloader=True)) with save_state / load_state"
+            )
+        length = DataLoader.__len__(self)
+        if batches > length:
+            raise ConfigError(
+                f"cannot skip {batches} batches of an epoch of {length} in this process"
             )
         DataLoader.load_state_dict(self, position_state(header, epoch, batches))
         self._skipped = batches
@@ -222,7 +231,7 @@ def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
 
     Errors:
         ConfigError: ``dataloader`` did not come from :func:`prepare_for_accelerate`,
-            or ``num_batches`` is not an int >= 0.
+            or ``num_batches`` is not an int >= 0 or is more than the epoch's batches.
         NotSupportedError: an iterable dataset (resume it from a saved state).
     """
     base = getattr(dataloader, "base_dataloader", None)
