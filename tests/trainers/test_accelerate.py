@@ -421,3 +421,26 @@ def test_the_accelerate_page_has_a_runnable_example() -> None:
     page = (HERE.parents[1] / "docs" / "accelerate.md").read_text(encoding="utf-8")
     assert "```python\n" in page
     assert "st.prepare_for_accelerate(accelerator, loader)" in page
+
+
+def test_register_for_checkpointing_a_prepared_loader(tmp_path: pathlib.Path) -> None:
+    # Without use_stateful_dataloader, registering the prepared loader saves its position.
+    kwargs = {"batch_size": 4, "shuffle": True, "num_workers": 2}
+    accelerator = fresh_accelerator()
+    loader = make_loader("stoker", accelerator, Records(20), **kwargs)
+    whole = [ids(loader) for _ in range(3)]
+    accelerator = fresh_accelerator()
+    loader = make_loader("stoker", accelerator, Records(20), **kwargs)
+    accelerator.register_for_checkpointing(loader)
+    ids(loader)
+    for step, _ in enumerate(loader):
+        if step == 1:
+            accelerator.save_state(str(tmp_path))
+            break
+    accelerator = fresh_accelerator()
+    loader = make_loader("stoker", accelerator, Records(20), **kwargs)
+    accelerator.register_for_checkpointing(loader)
+    accelerator.load_state(str(tmp_path))
+    assert loader.iteration == 1
+    assert ids(loader) == whole[1][2:]
+    assert ids(loader) == whole[2]
