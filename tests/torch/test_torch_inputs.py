@@ -100,7 +100,13 @@ def test_importing_stoker_does_not_import_torch() -> None:
 def test_every_public_name_is_exported_once() -> None:
     import stoker.torch as skt
 
-    assert sorted(skt.__all__) == ["DataLoader", "as_tensors", "to_torch"]
+    assert sorted(skt.__all__) == [
+        "DataLoader",
+        "as_tensors",
+        "prepare_for_accelerate",
+        "skip_first_batches",
+        "to_torch",
+    ]
     for name in skt.__all__:
         assert getattr(skt, name).__module__.startswith("stoker.torch")
 

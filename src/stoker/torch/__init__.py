@@ -8,6 +8,9 @@
 * :class:`DataLoader` takes ``torch.utils.data.DataLoader``'s arguments and yields
   its batches, and resumes exactly with ``state_dict()`` / ``load_state_dict()``.
 * :func:`as_tensors` converts one batch.
+* :func:`prepare_for_accelerate` and :func:`skip_first_batches` let Accelerate prepare
+  the drop-in as its own while stoker's engine keeps loading (``accelerate`` is
+  imported only when they run).
 
 Example:
     >>> import stoker as sk
@@ -22,8 +25,16 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError("stoker.torch needs PyTorch: pip install 'stoker[torch]'") from exc
 
+from ._accelerate import prepare_for_accelerate as prepare_for_accelerate
+from ._accelerate import skip_first_batches as skip_first_batches
 from ._device import to_torch as to_torch
 from ._loader import DataLoader as DataLoader
 from ._tensors import as_tensors as as_tensors
 
-__all__ = ["DataLoader", "as_tensors", "to_torch"]
+__all__ = [
+    "DataLoader",
+    "as_tensors",
+    "prepare_for_accelerate",
+    "skip_first_batches",
+    "to_torch",
+]
