@@ -75,8 +75,10 @@ decode: Decode = Decode()
 """Bytes of a JPEG, PNG or WebP file -> uint8 RGB (H, W, 3): ``ds.map(sk.vision.decode)``.
 
 A record's ``"image"`` field is decoded; a ``from_files`` record's ``"bytes"`` field
-becomes ``"image"``. A corrupt file raises :class:`DecodeError` naming it (the
-record's ``"path"``)."""
+becomes ``"image"``. A corrupt file raises :class:`DecodeError` naming it: the
+record's ``"path"`` (``from_files``) or its member and shard (``from_tar_shards``);
+in a loader a note also gives the sample index and the file the record was read
+from (``from_image_folder`` and others whose records do not carry a path)."""
 
 to_chw: ToCHW = ToCHW()
 """(H, W, C) -> (C, H, W), contiguous: ``ds.map(sk.vision.to_chw)``."""

@@ -32,7 +32,7 @@ from .._decode import image_size
 from .._rng import reused_record_rng
 from ..errors import ConfigError
 from ._geometry import as_size, check_range, random_resized_box
-from ._ops import ImageOp, decode_for_box
+from ._ops import ImageOp, decode_for_box, record_name
 from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, Resampler, layout_into
 
 __all__ = ["ImageDataset", "ImageTransform"]
@@ -172,11 +172,10 @@ class ImageDataset(UnaryNode[Any]):
     def transform(self) -> ImageTransform:
         return self._transform
 
-    def _name(self, record: Any, index: int) -> str | None:
-        if isinstance(record, dict) and isinstance(record.get("path"), str):
-            return str(record["path"])
-        describe = getattr(self._parent, "record_name", None)
-        return str(describe(index)) if callable(describe) else None
+    def _name(self, record: Any, index: int, ctx: Context) -> str | None:
+        field = self._transform._field(record) if isinstance(record, dict) else None
+        named = record_name(record, field)
+        return named if named is not None else self._parent._record_name(index, ctx.child(0))
 
     def _each(self, records: list[Any], indices: np.ndarray, ctx: Context) -> Any:
         seeded = self._transform.random
@@ -195,7 +194,7 @@ class ImageDataset(UnaryNode[Any]):
                 continue
             image = np.empty(t.shape, dtype=t.dtype)
             value = record[t._field(record)] if isinstance(record, dict) else record
-            t.into(value, rng, self._name(record, index), image)
+            t.into(value, rng, self._name(record, index, ctx), image)
             if isinstance(record, dict):
                 key = t._field(record)
                 out.append({k: (image if k == key else v) for k, v in record.items()})
@@ -216,7 +215,7 @@ class ImageDataset(UnaryNode[Any]):
             target = np.empty(shape, dtype=t.dtype)
         for k, (record, index, rng) in enumerate(self._each(records, indices, ctx)):
             value = record if key is None else record[key]
-            t.into(value, rng, self._name(record, index), target[k])
+            t.into(value, rng, self._name(record, index, ctx), target[k])
         if key is None:
             return target
         rest = [{f: v for f, v in r.items() if f != key} for r in records]

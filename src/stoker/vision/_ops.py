@@ -24,6 +24,7 @@ from ._geometry import as_size, center_box, check_range, random_resized_box, sho
 from ._pixels import IMAGENET_MEAN, IMAGENET_STD, Normalizer, Resampler
 
 __all__ = [
+    "record_name",
     "CenterCrop",
     "Decode",
     "ImageOp",
@@ -33,6 +34,26 @@ __all__ = [
     "Resize",
     "ToCHW",
 ]
+
+
+def record_name(record: Any, field: str | None = None) -> str | None:
+    """The file a record was read from, as errors name it: a ``from_files`` record's
+    ``"path"``, or for a tar shard sample the member holding ``field`` and its shard.
+
+    Example:
+        >>> record_name({"__key__": "a/0001", "__url__": "s.tar", "jpg": b""}, "jpg")
+        "member 'a/0001.jpg' of tar shard 's.tar'"
+    """
+    if not isinstance(record, dict):
+        return None
+    path = record.get("path")
+    if isinstance(path, str):
+        return path
+    key, url = record.get("__key__"), record.get("__url__")
+    if isinstance(key, str) and isinstance(url, str):
+        member = f"{key}.{field}" if field else key
+        return f"member {member!r} of tar shard {url!r}"
+    return None
 
 
 class ImageOp:
@@ -72,8 +93,7 @@ class ImageOp:
         if not isinstance(record, dict):
             return self._image(record, rng, None)
         key = self._field(record)
-        name = record.get("path")
-        value = self._image(record[key], rng, name if isinstance(name, str) else None)
+        value = self._image(record[key], rng, record_name(record, key))
         out = dict(record)
         out[key] = value
         return out
