@@ -130,7 +130,9 @@ class IterDataset(Generic[T]):
 
         Memory: one window of records per reader. The state stays small (the upstream
         state at the window's start and two counters), and resuming is exact. With
-        tar shards, add ``shuffle_shards=True`` to vary the shard order too.
+        tar shards, add ``shuffle_shards=True`` to vary the shard order too; over tar
+        shards the shuffle is elastic (it resumes under any ``num_workers`` and host
+        count, every record once).
 
         Args:
             window: records shuffled together (held in memory at once).
@@ -211,8 +213,9 @@ class StreamNode(IterDataset[T]):
 
         An elastic stream keeps its state per unit of data (a shard), not per reader,
         so the states of all readers can be dealt anew to other readers
-        (``_deal_state``). Tar shards are elastic, and so are ``map``, ``filter`` and
-        ``batch`` over them; other streams resume only under the same ``num_workers``.
+        (``_deal_state``). Tar shards are elastic, and so are ``map``, ``filter``,
+        ``batch`` and ``shuffle(window)`` over them; other streams resume only under
+        the same ``num_workers`` (a ``StateError`` says so).
         """
         return False
 

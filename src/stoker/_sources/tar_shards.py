@@ -263,7 +263,8 @@ class TarShards(StreamNode[Sample]):
     """Samples of tar shards in the WebDataset layout; built by :func:`from_tar_shards`.
 
     Elastic: its state is kept per shard, so it resumes under any ``num_workers`` and
-    host count (the unfinished shards are dealt anew).
+    host count (the unfinished shards are dealt anew); so do ``map``, ``filter``,
+    ``batch`` and ``shuffle(window)`` over it.
 
     Resources:
         Each reader holds one shard file open at a time, closed when the shard ends
