@@ -163,7 +163,12 @@ class IterDataset(Generic[T]):
 def parent_state(state: dict[str, Any] | None, what: str, key: str = "parent") -> Any:
     """``state[key]`` (None without a state); StateError when the key is missing."""
     if state is not None and (not isinstance(state, dict) or key not in state):
-        raise StateError(f"the state of {what} must be a dict with key {key!r}, got {state!r}")
+        got = f"keys {sorted(state)}" if isinstance(state, dict) else type(state).__name__
+        raise StateError(
+            f"the state of {what} must be a dict with key {key!r}, got {got}: pass a state "
+            "saved by a loader over the same stream, with the same num_workers unless the "
+            "stream is elastic"
+        )
     return None if state is None else state[key]
 
 
