@@ -119,6 +119,11 @@ class Dataset(Generic[T]):
         ``stoker._sources.columns.Columns``), or ``NotImplemented``."""
         return NotImplemented
 
+    def _record_name(self, index: int, ctx: Context) -> str | None:
+        """Where record ``index`` is read from (a file, a URL), named in the errors
+        raised while loading it; None where the source does not say."""
+        return None
+
     @property
     def may_skip(self) -> bool:
         """True when the node may drop records: ``_fetch`` may return ``SKIP`` (a
@@ -324,6 +329,14 @@ class UnaryNode(DatasetNode[T]):
 
     def __len__(self) -> int:
         return self._len
+
+    def _parent_index(self, index: int, ctx: Context) -> int:
+        """The parent's index of this stage's record ``index`` (the same unless
+        :attr:`_keeps_indices` is False)."""
+        return index
+
+    def _record_name(self, index: int, ctx: Context) -> str | None:
+        return self._parent._record_name(self._parent_index(index, ctx), ctx.child(0))
 
     @property
     def may_skip(self) -> bool:

@@ -58,7 +58,9 @@ def _is_jpeg(data: bytes) -> bool:
 
 
 def _name(name: str | None) -> str:
-    return f" {name!r}" if name else ""
+    if not name:
+        return ""
+    return f" {name}" if name.startswith("member ") else f" {name!r}"
 
 
 def _failed(name: str | None, exc: BaseException) -> DecodeError:

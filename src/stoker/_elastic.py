@@ -2,9 +2,9 @@
 
 A stream is read by ``P = hosts x parts`` readers; reader ``h * n + k`` (worker ``k``
 of ``n`` on host ``h``) opens it with ``Shard(h * n + k, P)``. An elastic stream
-(``stream.elastic``: tar shards, and ``map``/``filter``/``batch`` over them) keeps its
-state per unit of data (a shard and the samples taken from it), so the readers'
-states can be dealt anew:
+(``stream.elastic``: tar shards, and ``map``/``filter``/``batch``/``shuffle`` over
+them) keeps its state per unit of data (a shard and the samples taken from it; a
+shuffle's partly emitted window), so the readers' states can be dealt anew:
 
 * same host layout and ``num_workers``: every reader continues exactly (the
   batches after the restore are those of the uninterrupted run);
@@ -17,7 +17,8 @@ states can be dealt anew:
 No record is lost or repeated in any case. The loader's stream state of an elastic
 stream is ``{"elastic": 1, "hosts": [h, H], "parts": n, "states": [...], "next": k,
 "ended": [...]}`` (``parts`` is 1 without workers); other streams keep their own
-format and resume only under the same ``num_workers``.
+format and resume only under the same ``num_workers`` (:func:`worker_count_error`
+says so).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._hosts import Shard
-from ._iterdataset import StreamNode
+from ._iterdataset import IterDataset, StreamNode
 from ._state import (
     AHEAD,
     BATCHES,
@@ -52,6 +53,7 @@ __all__ = [
     "is_elastic_state",
     "merge_host_states",
     "restore_elastic",
+    "worker_count_error",
 ]
 
 State = dict[str, Any]
@@ -61,6 +63,32 @@ Parts = tuple[list[State | None], int, list[bool]]
 def elastic_dataset(dataset: object) -> StreamNode[Any] | None:
     """``dataset`` as an elastic stream, or None when it is not one."""
     return dataset if isinstance(dataset, StreamNode) and dataset.elastic else None
+
+
+ELASTIC_STREAMS = (
+    "from_tar_shards, with map, filter, batch and shuffle(window) over it (shuffle_shards=True too)"
+)
+"""The streams that resume under any ``num_workers`` and host count (for messages)."""
+
+
+def _workers(count: int) -> str:
+    return f"num_workers={count}" if count else "num_workers=0 (no workers)"
+
+
+def worker_count_error(saved: int, now: int, dataset: object) -> StateError:
+    """The error for a state of a stream that is not elastic, saved by a loader with
+    ``saved`` workers (0: none) and restored into one with ``now``."""
+    source = dataset
+    while isinstance(getattr(source, "_parent", None), IterDataset):
+        source = source._parent  # type: ignore[attr-defined]
+    return StateError(
+        f"this stream state was saved with {_workers(saved)} and this loader has "
+        f"{_workers(now)}: a stream read from {type(source).__name__} is not elastic, its state "
+        f"holds each worker's own position, so it resumes only with the same worker "
+        f"count and hosts. Build the loader with num_workers={saved} to resume it (the "
+        f"worker_mode may differ). Streams that resume under any num_workers and host "
+        f"count: {ELASTIC_STREAMS}"
+    )
 
 
 def is_elastic_state(state: Any) -> bool:
@@ -212,7 +240,8 @@ def merge_host_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not all(s is None or (isinstance(s, dict) and s.get(ELASTIC) == 1) for s in streams):
         raise StateError(
             "this stream is not elastic: its state resumes only on the same host with the "
-            "same num_workers (tar shards, and map/filter/batch over them, are elastic)"
+            f"same num_workers, so the hosts' states cannot be merged (elastic streams: "
+            f"{ELASTIC_STREAMS})"
         )
     epoch = min(int(s[EPOCH]) for s in states)
     layouts = [_check(s)[1] for s in streams if s is not None]

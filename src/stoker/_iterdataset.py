@@ -130,7 +130,9 @@ class IterDataset(Generic[T]):
 
         Memory: one window of records per reader. The state stays small (the upstream
         state at the window's start and two counters), and resuming is exact. With
-        tar shards, add ``shuffle_shards=True`` to vary the shard order too.
+        tar shards, add ``shuffle_shards=True`` to vary the shard order too; over tar
+        shards the shuffle is elastic (it resumes under any ``num_workers`` and host
+        count, every record once).
 
         Args:
             window: records shuffled together (held in memory at once).
@@ -161,7 +163,12 @@ class IterDataset(Generic[T]):
 def parent_state(state: dict[str, Any] | None, what: str, key: str = "parent") -> Any:
     """``state[key]`` (None without a state); StateError when the key is missing."""
     if state is not None and (not isinstance(state, dict) or key not in state):
-        raise StateError(f"the state of {what} must be a dict with key {key!r}, got {state!r}")
+        got = f"keys {sorted(state)}" if isinstance(state, dict) else type(state).__name__
+        raise StateError(
+            f"the state of {what} must be a dict with key {key!r}, got {got}: pass a state "
+            "saved by a loader over the same stream, with the same num_workers unless the "
+            "stream is elastic"
+        )
     return None if state is None else state[key]
 
 
@@ -211,8 +218,9 @@ class StreamNode(IterDataset[T]):
 
         An elastic stream keeps its state per unit of data (a shard), not per reader,
         so the states of all readers can be dealt anew to other readers
-        (``_deal_state``). Tar shards are elastic, and so are ``map``, ``filter`` and
-        ``batch`` over them; other streams resume only under the same ``num_workers``.
+        (``_deal_state``). Tar shards are elastic, and so are ``map``, ``filter``,
+        ``batch`` and ``shuffle(window)`` over them; other streams resume only under
+        the same ``num_workers`` (a ``StateError`` says so).
         """
         return False
 

@@ -2,6 +2,8 @@
 
 ``releases_gil`` marks a function whose work releases the GIL; a node's
 ``releases_gil`` property asks :func:`is_marked` about the function it runs.
+``builds_operation`` marks a factory of record operations (``sk.vision.normalize``),
+which ``map`` refuses as a function, saying how it is used.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["is_marked", "releases_gil"]
+__all__ = ["builds_operation", "factory_usage", "is_marked", "releases_gil"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _MARK = "__stoker_releases_gil__"
+_FACTORY = "__stoker_builds_operation__"
 
 
 def releases_gil(fn: F) -> F:
@@ -63,3 +66,31 @@ def is_marked(fn: object) -> bool:
             return True
         fn = fn.func
     return bool(getattr(fn, _MARK, False))
+
+
+def builds_operation(usage: str) -> Callable[[F], F]:
+    """Mark a function that builds an operation (to be called first, then mapped).
+
+    ``usage`` shows the right call, e.g. ``"ds.map(sk.vision.normalize())"``;
+    ``map`` and ``filter`` given the factory itself raise a ``TypeError`` that
+    shows it.
+
+    Example:
+        >>> @builds_operation("ds.map(scale(2))")
+        ... def scale(k):
+        ...     return lambda x: x * k
+        >>> factory_usage(scale)
+        'ds.map(scale(2))'
+    """
+
+    def mark(fn: F) -> F:
+        setattr(fn, _FACTORY, usage)
+        return fn
+
+    return mark
+
+
+def factory_usage(fn: object) -> str | None:
+    """The ``usage`` a :func:`builds_operation` factory was marked with; None otherwise."""
+    usage = getattr(fn, _FACTORY, None)
+    return usage if isinstance(usage, str) else None

@@ -123,5 +123,8 @@ class TarShardError(StokerError, ValueError):
 class DecodeError(StokerError, ValueError):
     """An image that cannot be decoded: corrupt, truncated, or not an image.
 
-    The message names the file. In a loader, ``on_error="skip"`` skips such records.
+    The message names the file when the record says which it is (a ``from_files``
+    path, a tar shard's member). In a loader, a note (PEP 678) adds the sample index,
+    the batch and the file the source read the record from; ``on_error="skip"``
+    skips such records.
     """

@@ -143,7 +143,7 @@ def test_a_stream_that_is_not_elastic_needs_the_same_worker_count():
         next(it)
         state = it.state_dict()
         it.close()
-    with pytest.raises(sk.StateError, match=r"num_workers=2.*tar shards"):
+    with pytest.raises(sk.StateError, match=r"num_workers=2.*from_tar_shards"):
         _loader(ds, 3).iter(state=state)
     states = []
     for h in range(2):

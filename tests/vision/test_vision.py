@@ -90,7 +90,7 @@ def test_random_resized_crop_is_the_resized_crop_of_the_drawn_box():
     got = op(pixels, record_rng(0, 0, 3))
     pil = np.asarray(Image.fromarray(pixels).crop(box).resize((16, 16), Image.Resampling.BILINEAR))
     np.testing.assert_array_equal(got, pil)
-    # torch: its antialiased uint8 kernel on the same crop, within one level of Pillow.
+    # torch: its antialiased uint8 kernel on the same crop (within two levels of Pillow; here one).
     op = sk.vision.random_resized_crop(16, backend="torch")
     got = op(pixels, record_rng(0, 0, 3))
     np.testing.assert_array_equal(got, _torch_resized(pixels[top:bottom, left:right], (16, 16)))

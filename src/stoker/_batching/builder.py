@@ -40,11 +40,18 @@ class BuildCounters:
     errors: list[BaseException] = field(default_factory=list)  # one per skipped record
 
 
-def add_location(exc: BaseException, sample_index: int | None, where: str) -> None:
-    """Attach the sample index and batch location to ``exc`` (PEP 678 note + attributes)."""
+def add_location(
+    exc: BaseException, sample_index: int | None, where: str, source: str | None = None
+) -> None:
+    """Attach the sample index and batch location to ``exc`` (PEP 678 note + attributes).
+
+    ``source`` names where the record was read from (its file), when the dataset knows.
+    """
     if getattr(exc, "_stoker_located", False):
         return
     sample = f"sample index {sample_index} " if sample_index is not None else ""
+    if source is not None:
+        sample += f"(read from {source!r}) "
     exc.add_note(f"stoker: raised while loading {sample}for {where}")
     try:
         exc._stoker_located = True  # type: ignore[attr-defined]
@@ -135,6 +142,7 @@ class BatchBuilder:
                 else:
                     batch = self._dataset._gather(indices, ctx, out)
             except Exception as exc:
+                self._locate(ctx, indices, where)  # raises the failing record's error
                 add_location(exc, None, where)
                 raise
             if batch is not NotImplemented:
@@ -205,6 +213,24 @@ class BatchBuilder:
             self.counters.fetch_seconds += time.perf_counter() - start
             self.counters.transform_seconds += transform_time() - transform
 
+    def _locate(self, ctx: Context, indices: np.ndarray, where: str) -> None:
+        """After a bulk gather failed: read the records one by one and raise the first
+        one's error, located (sample index, file); returns when every record loads."""
+        for index in indices.tolist():
+            try:
+                self._dataset._fetch(np.array([index], dtype=np.int64), ctx)
+            except Exception as exc:
+                add_location(exc, index, where, self._source(index, ctx))
+                raise exc from None
+
+    def _source(self, index: int, ctx: Context) -> str | None:
+        """The file record ``index`` was read from, if the dataset says (never raises:
+        it only adds to an error that is already on its way)."""
+        try:
+            return self._dataset._record_name(index, ctx)
+        except Exception:
+            return None
+
     def _one_by_one(
         self, ctx: Context, indices: np.ndarray, where: str, batch_exc: Exception
     ) -> list[Any | Skip]:
@@ -213,7 +239,7 @@ class BatchBuilder:
             try:
                 (record,) = self._dataset._fetch(np.array([index], dtype=np.int64), ctx)
             except Exception as exc:
-                add_location(exc, index, where)
+                add_location(exc, index, where, self._source(index, ctx))
                 if self._on_error == "raise":
                     raise exc from None
                 # Skipped; the iterator counts it against max_errors (``Tally``).

@@ -29,10 +29,15 @@ import numpy as np
 
 from .._context import Context
 from .._deadline import remaining, timeout_error
-from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
+from .._elastic import (
+    elastic_dataset,
+    elastic_state,
+    fresh_state,
+    restore_elastic,
+    worker_count_error,
+)
 from .._hosts import ONE_HOST, Shard
 from .._state import ENDED, NEXT, PARTS, STATES, STREAM, parts_state
-from ..errors import StateError
 from .jobs import EMPTY, Done, Job, Submits
 from .plan import Item, ReadAhead, _Plan
 
@@ -74,6 +79,7 @@ class StreamParts(_Plan):
         self._token = 0
         self._on_done: Callable[[Done], None] = _ignore
         parts = None if state is None else state.get(STREAM)
+        self._dataset = dataset
         self._elastic = elastic_dataset(dataset)
         if self._elastic is not None:
             restored = restore_elastic(self._elastic, parts, hosts, num_parts)
@@ -93,17 +99,10 @@ class StreamParts(_Plan):
         if parts is None:
             return [None] * n, 0, [False] * n
         if not isinstance(parts, dict) or PARTS not in parts:
-            raise StateError(
-                "this stream state was saved without workers; resume it with num_workers=0 "
-                "(a stream's order depends on how many workers split it)"
-            )
+            raise worker_count_error(0, n, self._dataset)
         saved = parts[PARTS]
         if saved != n:
-            raise StateError(
-                f"this stream state was saved with num_workers={saved}; resume it "
-                f"with num_workers={saved} (a stream's parts depend on the worker "
-                "count; tar shards, from_tar_shards, resume under any num_workers)"
-            )
+            raise worker_count_error(saved, n, self._dataset)
         return list(parts[STATES]), int(parts[NEXT]), [bool(e) for e in parts[ENDED]]
 
     def read_with(self, executor: Submits | None, read: ReadAhead) -> None:

@@ -6,10 +6,16 @@ from typing import Any
 
 from .._batching.builder import BatchBuilder, add_location
 from .._context import Context
-from .._elastic import elastic_dataset, elastic_state, fresh_state, restore_elastic
+from .._elastic import (
+    elastic_dataset,
+    elastic_state,
+    fresh_state,
+    restore_elastic,
+    worker_count_error,
+)
 from .._hosts import ONE_HOST, Shard
 from .._iterdataset import IterDataset, StreamCursor
-from .._state import STREAM
+from .._state import PARTS, STREAM
 from .plan import Item, _Plan
 
 __all__ = ["StreamPlan"]
@@ -41,6 +47,8 @@ class StreamPlan(_Plan):
         self._hosts = hosts
         self._elastic = elastic_dataset(dataset)
         start = self._stream_state
+        if self._elastic is None and isinstance(start, dict) and PARTS in start:
+            raise worker_count_error(int(start[PARTS]), 0, dataset)  # saved with workers
         if self._elastic is not None:  # one reader, in the elastic format (see _elastic.py)
             (start,), _, _ = restore_elastic(self._elastic, self._stream_state, hosts, 1)
             self._stream_state = start

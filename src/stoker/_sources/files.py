@@ -107,6 +107,9 @@ class FilesDataset(DatasetNode[dict[str, Any]]):
             return self._remote.read_many([self._real[i] for i in items])
         return [read_local(self._real[i], self._paths[i]) for i in items]
 
+    def _record_name(self, index: int, ctx: Context) -> str | None:
+        return self.record_name(index)
+
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[dict[str, Any] | Skip]:
         data = self.read(indices)
         return [

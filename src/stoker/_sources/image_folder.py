@@ -94,6 +94,9 @@ class ImageFolderDataset(DatasetNode[dict[str, Any]]):
         """The path of record ``index`` (named in errors about its contents)."""
         return self._files.record_name(index)
 
+    def _record_name(self, index: int, ctx: Context) -> str | None:
+        return self.record_name(index)
+
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[dict[str, Any] | Skip]:
         data: list[Any] = self._files.read(indices)
         if self._decode:

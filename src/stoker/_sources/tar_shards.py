@@ -214,6 +214,12 @@ def read_samples(url: str, skip: int = 0) -> Iterator[Sample]:
             yield sample
 
 
+def _summary(value: Any) -> str:
+    """A short description of a state value for a message (never a dump)."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
 def _todo(state: Any, shards: int, what: str) -> list[list[int]]:
     """The validated ``[[position, taken], ...]`` list of a reader's state."""
     todo = parent_state(state, what, "todo")
@@ -227,7 +233,8 @@ def _todo(state: Any, shards: int, what: str) -> list[list[int]]:
     if not ok:
         raise StateError(
             f"the state of {what} needs 'todo' as a list of [shard position, samples taken] "
-            f"with positions below {shards} (the number of shards), got {todo!r}: pass a "
+            f"with positions below {shards} (the number of shards), got "
+            f"{_summary(todo)}: pass a "
             "state saved by a loader over the same shards"
         )
     return [list(entry) for entry in todo]
@@ -263,7 +270,8 @@ class TarShards(StreamNode[Sample]):
     """Samples of tar shards in the WebDataset layout; built by :func:`from_tar_shards`.
 
     Elastic: its state is kept per shard, so it resumes under any ``num_workers`` and
-    host count (the unfinished shards are dealt anew).
+    host count (the unfinished shards are dealt anew); so do ``map``, ``filter``,
+    ``batch`` and ``shuffle(window)`` over it.
 
     Resources:
         Each reader holds one shard file open at a time, closed when the shard ends

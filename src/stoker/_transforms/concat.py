@@ -157,6 +157,11 @@ class ConcatDataset(DatasetNode[T]):
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
         return fetch_parts(self._parts, *self._locate(indices), ctx)
 
+    def _record_name(self, index: int, ctx: Context) -> str | None:
+        part_of, local = self._locate(np.array([index], dtype=np.int64))
+        k = int(part_of[0])
+        return self._parts[k]._record_name(int(local[0]), ctx.child(k))
+
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
         return gather_parts(self._parts, *self._locate(indices), ctx, out)
 

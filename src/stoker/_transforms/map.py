@@ -12,7 +12,7 @@ from .._context import SKIP, Context, Skip
 from .._dataset import Dataset, UnaryNode
 from .._rng import reused_record_rng
 from .._stats import add_transform_time
-from .._typing import is_marked
+from .._typing import factory_usage, is_marked
 
 __all__ = ["MapDataset", "require_callable"]
 
@@ -20,9 +20,18 @@ U = TypeVar("U")
 
 
 def require_callable(fn: object, what: str) -> None:
-    """Raise ``TypeError("<what>() needs a callable, got <type>")`` unless ``fn`` is callable."""
+    """Raise ``TypeError("<what>() needs a callable, got <type>")`` unless ``fn`` is
+    callable; also for a factory of operations passed uncalled (``sk.vision.normalize``
+    instead of ``sk.vision.normalize()``), saying how it is used."""
     if not callable(fn):
         raise TypeError(f"{what}() needs a callable, got {type(fn).__name__}")
+    usage = factory_usage(fn)
+    if usage is not None:
+        name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}".strip(".")
+        raise TypeError(
+            f"{what}() was given {name}, which builds an operation rather than applying "
+            f"one: call it first, as in {usage}"
+        )
 
 
 class MapDataset(UnaryNode[U]):

@@ -183,6 +183,11 @@ class MixDataset(_Mixing, DatasetNode[T]):
         part, local = self._split(indices)
         return fetch_parts(self._parts, part, local, ctx)
 
+    def _record_name(self, index: int, ctx: Context) -> str | None:
+        part, local = self._split(np.array([index], dtype=np.int64))
+        k = int(part[0])
+        return self._parts[k]._record_name(int(local[0]), ctx.child(k))
+
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
         part, local = self._split(indices)
         return gather_parts(self._parts, part, local, ctx, out)

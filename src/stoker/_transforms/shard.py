@@ -53,6 +53,9 @@ class ShardDataset(UnaryNode[T]):
             return indices
         return indices * self._count + self._index
 
+    def _parent_index(self, index: int, ctx: Context) -> int:
+        return index * self._count + self._index
+
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
         return self._parent._fetch(self._parent_indices(indices), ctx.child(0))
 

@@ -53,6 +53,9 @@ class ShuffleDataset(UnaryNode[T]):
         self._cache = (epoch, perm)
         return perm
 
+    def _parent_index(self, index: int, ctx: Context) -> int:
+        return int(self.permutation(ctx.epoch)[index])
+
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
         return self._parent._fetch(self.permutation(ctx.epoch)[indices], ctx.child(0))
 

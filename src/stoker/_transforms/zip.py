@@ -48,6 +48,11 @@ class ZipDataset(DatasetNode[tuple[Any, ...]]):
     def releases_gil(self) -> bool:
         return all(ds.releases_gil for ds in self._parts)
 
+    def _record_name(self, index: int, ctx: Context) -> str | None:
+        names = [ds._record_name(index, ctx.child(k)) for k, ds in enumerate(self._parts)]
+        known = [name for name in names if name is not None]
+        return " + ".join(known) if known else None
+
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[tuple[Any, ...] | Skip]:
         columns = [ds._fetch(indices, ctx.child(k)) for k, ds in enumerate(self._parts)]
         records: list[tuple[Any, ...] | Skip] = list(builtins.zip(*columns, strict=True))

@@ -11,9 +11,10 @@ Decode JPEG, PNG and WebP, crop, resize, flip and normalise, as dataset operatio
   crop + flip + normalise) and :func:`eval_transform` (decode + resize + center crop
   + normalise); ``t.apply(ds)`` writes each image straight into the batch.
 
-Crops and resizes resample with torch's vectorised uint8 kernel when torch is
-installed (about 2.5x Pillow's speed, pixels within one level of Pillow's), else
-with Pillow; ``backend="pillow"`` or ``"torch"`` picks one. The choice is made when
+Bilinear crops and resizes resample with torch's vectorised uint8 kernel when torch
+is installed (about 2.5x Pillow's speed; pixels within two levels of Pillow's, about
+3 % of them one level off), else with Pillow; ``backend="pillow"`` or ``"torch"``
+picks one (bicubic is Pillow's unless ``backend="torch"``). The choice is made when
 the operation is built, so every worker uses the same kernel and batches stay
 identical in every worker mode. A crop is torchvision's: the box is cut out, then
 resized.
@@ -36,9 +37,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from .._decode import DecodeError, decode_image
+from .._typing import builds_operation
 from ._fused import ImageDataset, ImageTransform
 from ._ops import (
     CenterCrop,
@@ -49,8 +52,11 @@ from ._ops import (
     RandomResizedCrop,
     Resize,
     ToCHW,
+    refuse_record,
 )
 from ._pixels import IMAGENET_MEAN, IMAGENET_STD
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -71,17 +77,41 @@ __all__ = [
     "train_transform",
 ]
 
+# How each factory is used: shown by map() given the factory itself, and by the
+# factory given a record.
+_USAGE = {
+    "random_resized_crop": "ds.map(sk.vision.random_resized_crop(224), seeded=True)",
+    "center_crop": "ds.map(sk.vision.center_crop(224))",
+    "resize": "ds.map(sk.vision.resize(256))",
+    "hflip": "ds.map(sk.vision.hflip(), seeded=True)",
+    "normalize": "ds.map(sk.vision.normalize())",
+    "train_transform": "ds.map(sk.vision.train_transform(224), seeded=True)",
+    "eval_transform": "ds.map(sk.vision.eval_transform(224))",
+}
+
+
+def _factory(fn: F) -> F:
+    return builds_operation(_USAGE[fn.__name__])(fn)
+
+
+def _refuse(value: Any, name: str) -> None:
+    refuse_record(value, name, _USAGE[name])
+
+
 decode: Decode = Decode()
 """Bytes of a JPEG, PNG or WebP file -> uint8 RGB (H, W, 3): ``ds.map(sk.vision.decode)``.
 
 A record's ``"image"`` field is decoded; a ``from_files`` record's ``"bytes"`` field
-becomes ``"image"``. A corrupt file raises :class:`DecodeError` naming it (the
-record's ``"path"``)."""
+becomes ``"image"``. A corrupt file raises :class:`DecodeError` naming it: the
+record's ``"path"`` (``from_files``) or its member and shard (``from_tar_shards``);
+in a loader a note also gives the sample index and the file the record was read
+from (``from_image_folder`` and others whose records do not carry a path)."""
 
 to_chw: ToCHW = ToCHW()
 """(H, W, C) -> (C, H, W), contiguous: ``ds.map(sk.vision.to_chw)``."""
 
 
+@_factory
 def random_resized_crop(
     size: int | Sequence[int],
     scale: Sequence[float] = (0.08, 1.0),
@@ -104,9 +134,11 @@ def random_resized_crop(
         >>> op(np.zeros((20, 30, 3), np.uint8), np.random.default_rng(0)).shape
         (8, 8, 3)
     """
+    _refuse(size, "random_resized_crop")
     return RandomResizedCrop(size, scale, ratio, interpolation, key, backend)
 
 
+@_factory
 def center_crop(
     size: int | Sequence[int], *, key: str | None = None, backend: str = "auto"
 ) -> CenterCrop:
@@ -118,9 +150,11 @@ def center_crop(
         >>> sk.vision.center_crop(4)(np.zeros((10, 6, 3), np.uint8)).shape
         (4, 4, 3)
     """
+    _refuse(size, "center_crop")
     return CenterCrop(size, key, backend)
 
 
+@_factory
 def resize(
     size: int | Sequence[int],
     interpolation: str = "bilinear",
@@ -135,9 +169,11 @@ def resize(
         >>> sk.vision.resize(8)(np.zeros((20, 40, 3), np.uint8)).shape
         (8, 16, 3)
     """
+    _refuse(size, "resize")
     return Resize(size, interpolation, key, backend)
 
 
+@_factory
 def hflip(p: float = 0.5, *, key: str | None = None) -> RandomHFlip:
     """Mirror left to right with probability ``p``: ``ds.map(sk.vision.hflip(), seeded=True)``.
 
@@ -147,9 +183,11 @@ def hflip(p: float = 0.5, *, key: str | None = None) -> RandomHFlip:
         >>> sk.vision.hflip(p=1.0)(img, np.random.default_rng(0))[0, 0].tolist()
         [3, 4, 5]
     """
+    _refuse(p, "hflip")
     return RandomHFlip(p, key)
 
 
+@_factory
 def normalize(
     mean: Sequence[float] = IMAGENET_MEAN,
     std: Sequence[float] = IMAGENET_STD,
@@ -164,9 +202,11 @@ def normalize(
         >>> sk.vision.normalize(layout="HWC")(np.zeros((2, 2, 3), np.uint8)).dtype.name
         'float32'
     """
+    _refuse(mean, "normalize")
     return Normalize(mean, std, layout, key)
 
 
+@_factory
 def train_transform(
     size: int | Sequence[int] = 224,
     *,
@@ -198,6 +238,7 @@ def train_transform(
         >>> batch["image"].shape, batch["label"].tolist()
         ((4, 3, 24, 24), [1, 1, 1, 1])
     """
+    _refuse(size, "train_transform")
     return ImageTransform(
         size,
         train=True,
@@ -214,6 +255,7 @@ def train_transform(
     )
 
 
+@_factory
 def eval_transform(
     size: int | Sequence[int] = 224,
     *,
@@ -227,7 +269,16 @@ def eval_transform(
     backend: str = "auto",
 ) -> ImageTransform:
     """Decode + resize (shorter side to ``resize``, default ``size / 0.875``) + center
-    crop + normalise, fused, in one resample. Not random: ``ds.map(t)`` or ``t.apply(ds)``.
+    crop + normalise, fused. Not random: ``ds.map(t)`` or ``t.apply(ds)``.
+
+    torchvision's ``Resize(resize)`` + ``CenterCrop(size)``: the image is resized to
+    the integer size torchvision computes (shorter side ``resize``, longer side
+    ``int(resize * long / short)``) and the crop cut at torchvision's integer offsets
+    (``int(round((side - crop) / 2.0))``; padded with zeros, centred, where the
+    resized image is smaller than the crop). With ``backend="pillow"`` the pixels are
+    exactly those of Pillow's ``resize`` + ``crop`` (torchvision on PIL images);
+    torch's kernel is within two levels of them. Images are decoded at full size
+    (no DCT-scaled JPEG decoding here: it moves pixels by tens of levels).
 
     Example:
         >>> import io, stoker as sk
@@ -236,6 +287,7 @@ def eval_transform(
         >>> sk.vision.eval_transform(224)(buf.getvalue()).shape
         (3, 224, 224)
     """
+    _refuse(size, "eval_transform")
     return ImageTransform(
         size,
         train=False,

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["Box", "as_size", "center_box", "check_range", "random_resized_box", "shorter_side"]
+__all__ = [
+    "Box",
+    "ResizedCrop",
+    "as_size",
+    "center_box",
+    "check_range",
+    "random_resized_box",
+    "resized_center_crop",
+    "shorter_side",
+]
 
 Box = tuple[int, int, int, int]
 
@@ -110,7 +120,9 @@ def center_box(width: int, height: int, crop_w: int, crop_h: int) -> Box:
 
 
 def shorter_side(width: int, height: int, size: int) -> tuple[int, int]:
-    """(width, height) scaled so that the shorter side is ``size`` (aspect kept).
+    """(width, height) scaled so that the shorter side is ``size`` (aspect kept), as
+    torchvision's ``Resize(size)`` computes it: the longer side is
+    ``int(size * long / short)``, rounded down.
 
     Example:
         >>> shorter_side(400, 300, 256)
@@ -119,3 +131,52 @@ def shorter_side(width: int, height: int, size: int) -> tuple[int, int]:
     if width <= height:
         return size, max(1, int(size * height / width))
     return max(1, int(size * width / height)), size
+
+
+class ResizedCrop(NamedTuple):
+    """Where torchvision's ``Resize(resize)`` + ``CenterCrop(crop)`` takes its pixels.
+
+    The image is resized to ``resized`` (width, height); ``window`` (left, top,
+    right, bottom, integers in the resized image) is cut out and lands at ``at``
+    (left, top) of the ``crop`` output. ``at`` is (0, 0) and the window the crop's
+    size unless the resized image is smaller than the crop: torchvision then pads
+    it with zeros, the image centred (the extra pixel, if any, on the right or
+    bottom).
+    """
+
+    resized: tuple[int, int]
+    window: Box
+    at: tuple[int, int]
+
+    def source_box(self, width: int, height: int) -> tuple[float, float, float, float]:
+        """The window in the coordinates of the original ``width`` x ``height`` image:
+        resampling this box to the window's size gives exactly the window's pixels
+        of the resized image (Pillow's ``resize(size, box=...)``)."""
+        sx, sy = width / self.resized[0], height / self.resized[1]
+        left, top, right, bottom = self.window
+        return (left * sx, top * sy, right * sx, bottom * sy)
+
+
+def _crop_axis(resized: int, crop: int) -> tuple[int, int, int]:
+    """(start, stop) in the resized image and the offset in the output, along one axis
+    (torchvision's ``center_crop``: ``int(round((size - crop) / 2.0))``, or padding)."""
+    if resized >= crop:
+        start = round((resized - crop) / 2.0)
+        return start, start + crop, 0
+    return 0, resized, (crop - resized) // 2
+
+
+def resized_center_crop(width: int, height: int, resize: int, crop: tuple[int, int]) -> ResizedCrop:
+    """torchvision's ``Resize(resize)`` then ``CenterCrop(crop)`` for a ``width`` x
+    ``height`` image; ``crop`` is (width, height).
+
+    Example:
+        >>> resized_center_crop(500, 375, 256, (224, 224))
+        ResizedCrop(resized=(341, 256), window=(58, 16, 282, 240), at=(0, 0))
+        >>> resized_center_crop(40, 30, 8, (10, 10)).at
+        (0, 1)
+    """
+    new_w, new_h = shorter_side(width, height, resize)
+    left, right, x = _crop_axis(new_w, crop[0])
+    top, bottom, y = _crop_axis(new_h, crop[1])
+    return ResizedCrop((new_w, new_h), (left, top, right, bottom), (x, y))

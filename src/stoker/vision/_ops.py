@@ -32,13 +32,54 @@ __all__ = [
     "RandomResizedCrop",
     "Resize",
     "ToCHW",
+    "as_pixels",
+    "record_name",
+    "refuse_record",
 ]
+
+
+def record_name(record: Any, field: str | None = None) -> str | None:
+    """The file a record was read from, as errors name it: a ``from_files`` record's
+    ``"path"``, or for a tar shard sample the member holding ``field`` and its shard.
+
+    Example:
+        >>> record_name({"__key__": "a/0001", "__url__": "s.tar", "jpg": b""}, "jpg")
+        "member 'a/0001.jpg' of tar shard 's.tar'"
+    """
+    if not isinstance(record, dict):
+        return None
+    path = record.get("path")
+    if isinstance(path, str):
+        return path
+    key, url = record.get("__key__"), record.get("__url__")
+    if isinstance(key, str) and isinstance(url, str):
+        member = f"{key}.{field}" if field else key
+        return f"member {member!r} of tar shard {url!r}"
+    return None
+
+
+_NO_RECORD: Any = object()
+
+
+def refuse_record(value: Any, factory: str, usage: str) -> None:
+    """Raise a ``TypeError`` saying how ``factory`` is used when it was handed a record
+    (a dict, an image, bytes) where its first argument belongs: it was mapped, or
+    called on a record, instead of being called to build an operation."""
+    if isinstance(value, dict | np.ndarray | bytes | bytearray | memoryview):
+        raise TypeError(
+            f"sk.vision.{factory} builds an operation and is not applied to a record "
+            f"itself (it was given a {type(value).__name__}): call it to build the "
+            f"operation, then map that: {usage}"
+        )
 
 
 class ImageOp:
     """Base of the image operations: finds the image in a record, calls ``_image``."""
 
     random: ClassVar[bool] = False
+    public_name: ClassVar[str | None] = None
+    """The ready-made instance's name (``"sk.vision.decode"``), for errors; None for
+    operations that factories build."""
 
     def __init__(self, key: str | None = None) -> None:
         self.key = key
@@ -46,6 +87,19 @@ class ImageOp:
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
         raise NotImplementedError
+
+    def _no_record(self) -> str:
+        name = self.public_name
+        if name is not None:
+            return (
+                f"{name}() was called without a record: {name} is the operation itself; "
+                f"map it uncalled, ds.map({name}), or apply it to one record, {name}(record)"
+            )
+        usage = "ds.map(op, seeded=True)" if self.random else "ds.map(op)"
+        return (
+            f"the {type(self).__name__} operation was called without a record: it is "
+            f"applied to records, {usage}, or to one record as op(record)"
+        )
 
     def _field(self, record: dict[str, Any]) -> str:
         if self.key is not None:
@@ -63,7 +117,9 @@ class ImageOp:
             f"{sorted(record)}); pass key= the field that holds the image"
         )
 
-    def __call__(self, record: Any, rng: np.random.Generator | None = None) -> Any:
+    def __call__(self, record: Any = _NO_RECORD, rng: np.random.Generator | None = None) -> Any:
+        if record is _NO_RECORD:
+            raise TypeError(self._no_record())
         if self.random and rng is None:
             raise TypeError(
                 f"{type(self).__name__} is random: apply it with ds.map(op, seeded=True), "
@@ -72,8 +128,7 @@ class ImageOp:
         if not isinstance(record, dict):
             return self._image(record, rng, None)
         key = self._field(record)
-        name = record.get("path")
-        value = self._image(record[key], rng, name if isinstance(name, str) else None)
+        value = self._image(record[key], rng, record_name(record, key))
         out = dict(record)
         out[key] = value
         return out
@@ -89,7 +144,8 @@ def _needs(rng: np.random.Generator | None, op: ImageOp) -> np.random.Generator:
     return rng
 
 
-def _pixels(value: Any, name: str | None) -> np.ndarray:
+def as_pixels(value: Any, name: str | None) -> np.ndarray:
+    """``value`` as uint8 pixels: encoded bytes decoded (naming ``name``), else an array."""
     if isinstance(value, bytes | bytearray | memoryview):
         return decode_image(bytes(value), name)
     return np.asarray(value)
@@ -98,10 +154,12 @@ def _pixels(value: Any, name: str | None) -> np.ndarray:
 class Decode(ImageOp):
     """Bytes of a JPEG, PNG or WebP file -> uint8 RGB (H, W, 3); see :data:`decode`."""
 
+    public_name = "sk.vision.decode"
+
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
         return decode_image(value, name)
 
-    def __call__(self, record: Any, rng: np.random.Generator | None = None) -> Any:
+    def __call__(self, record: Any = _NO_RECORD, rng: np.random.Generator | None = None) -> Any:
         out = super().__call__(record, rng)
         if isinstance(out, dict) and self.key is None and "image" not in out and "bytes" in out:
             return {("image" if k == "bytes" else k): v for k, v in out.items()}
@@ -193,7 +251,7 @@ class CenterCrop(ImageOp):
         self.backend = self._resampler.backend
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
-        pixels = _pixels(value, name)
+        pixels = as_pixels(value, name)
         height, width = pixels.shape[:2]
         box = center_box(width, height, *self.size)
         if box[2] - box[0] == self.size[0] and box[3] - box[1] == self.size[1]:
@@ -221,7 +279,7 @@ class Resize(ImageOp):
         self.backend = self._resampler.backend
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
-        pixels = _pixels(value, name)
+        pixels = as_pixels(value, name)
         height, width = pixels.shape[:2]
         target = self._exact or shorter_side(width, height, int(self.size))  # type: ignore[arg-type]
         return self._resampler.hwc(pixels, (0, 0, width, height), target)
@@ -243,7 +301,7 @@ class RandomHFlip(ImageOp):
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
         rng = _needs(rng, self)
-        pixels = _pixels(value, name)
+        pixels = as_pixels(value, name)
         if rng.random() < self.p:
             return np.ascontiguousarray(pixels[:, ::-1])
         return pixels
@@ -264,11 +322,13 @@ class Normalize(ImageOp):
         self.mean, self.std, self.layout = tuple(mean), tuple(std), layout
 
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
-        return self._norm(_pixels(value, name))
+        return self._norm(as_pixels(value, name))
 
 
 class ToCHW(ImageOp):
     """(H, W, C) -> (C, H, W), contiguous, dtype kept."""
 
+    public_name = "sk.vision.to_chw"
+
     def _image(self, value: Any, rng: np.random.Generator | None, name: str | None) -> Any:
-        return np.ascontiguousarray(_pixels(value, name).transpose(2, 0, 1))
+        return np.ascontiguousarray(as_pixels(value, name).transpose(2, 0, 1))

@@ -8,13 +8,16 @@ every worker of a loader uses the same one:
 * ``"torch"``: ``torch.nn.functional.interpolate(..., antialias=True)`` on uint8,
   PyTorch's vectorised port of Pillow's resampling (bilinear and bicubic). On the
   2-core development VM it resizes a 256x256 crop to 224x224 in about 0.2 ms against
-  Pillow's 0.5 ms; its pixels are within one level of Pillow's (about 1 % of them
-  differ, by one).
+  Pillow's 0.5 ms. Its bilinear pixels are within two levels of Pillow's: measured
+  on 300 images and output sizes drawn from 8 to 800 pixels a side (smooth images,
+  and noise), about 3 % of the pixels differ by one, and one image in 300 (a
+  downscale) had a pixel two levels off; never more. Its bicubic pixels are not as
+  close (up to 6 levels on smooth images, 23 on noise, in half of the images).
 * ``"pillow"``: ``Image.crop(box).resize(size, filter)``, every filter.
 
-``"auto"`` (the default) takes torch's when torch is installed and the interpolation
-is bilinear or bicubic. A box with fractional corners (the eval transform's single
-resample) is always Pillow's ``resize(size, box=box)``.
+``"auto"`` (the default) takes torch's when torch is installed and the
+interpolation is bilinear, else Pillow's (so bicubic is Pillow's unless
+``backend="torch"`` asks for torch's).
 
 Both release the GIL while they resample, and NumPy releases it in the normalisation.
 """
@@ -28,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ._geometry import Box
+from ._geometry import Box, ResizedCrop
 
 __all__ = [
     "BACKENDS",
@@ -67,10 +70,10 @@ def resize_backend(backend: str, interpolation: str) -> str:
     """The resampling kernel ``backend`` (one of :data:`BACKENDS`) names: "torch" or "pillow".
 
     ``"auto"`` is ``"torch"`` when torch is installed (looked up, not imported) and
-    ``interpolation`` is bilinear or bicubic, else ``"pillow"``.
+    ``interpolation`` is bilinear (within two levels of Pillow's), else ``"pillow"``.
 
     Example:
-        >>> resize_backend("pillow", "bilinear"), resize_backend("auto", "lanczos")
+        >>> resize_backend("pillow", "bilinear"), resize_backend("auto", "bicubic")
         ('pillow', 'pillow')
 
     Errors:
@@ -81,7 +84,7 @@ def resize_backend(backend: str, interpolation: str) -> str:
         raise ConfigError(f"backend must be one of {BACKENDS}, got {backend!r}")
     installed = importlib.util.find_spec("torch") is not None
     if backend == "auto":
-        return "torch" if installed and interpolation in _TORCH_MODES else "pillow"
+        return "torch" if installed and interpolation == "bilinear" else "pillow"
     if backend == "torch":
         if interpolation not in _TORCH_MODES:
             raise ConfigError(
@@ -167,6 +170,30 @@ class Resampler:
         if corners != (0, 0, *image.size):
             image = image.crop(corners)
         return image.resize(size, self._filter)
+
+    def window(self, pixels: np.ndarray, plan: ResizedCrop, layout: str) -> np.ndarray:
+        """``pixels`` resized to ``plan.resized`` and cut to ``plan.window``, uint8 in
+        ``layout`` ("CHW" or "HWC"; either may be a view).
+
+        ``pixels`` may be smaller than the image the plan was made for (a JPEG decoded
+        at a DCT scale): it is resized to the same grid. The whole image is resized
+        and the window cut out, as torchvision's ``Resize`` + ``CenterCrop`` do:
+        resampling only the window's (fractional) box with Pillow is a quarter
+        faster but puts pixels up to 2 levels off its own resize-then-crop.
+        """
+        pixels = self._check(pixels)
+        height, width = pixels.shape[:2]
+        left, top, right, bottom = plan.window
+        if (width, height) == plan.resized:
+            hwc = pixels
+        elif self.backend == "torch":
+            chw = self._torch_chw(pixels, (0, 0, width, height), plan.resized)
+            cut = chw[:, top:bottom, left:right]
+            return cut if layout == "CHW" else cut.transpose(1, 2, 0)
+        else:
+            hwc = np.asarray(_pil(pixels).resize(plan.resized, self._filter))
+        cut = hwc[top:bottom, left:right]
+        return cut.transpose(2, 0, 1) if layout == "CHW" else cut
 
     def _check(self, pixels: np.ndarray) -> np.ndarray:
         if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[2] != 3:

@@ -25,7 +25,7 @@ as stoker's seeded transform does, so the peers and ``stoker pillow`` yield the 
 batches bit for bit. The ``stoker`` row is verified, bit for bit, against the same
 operations with the crop resampled by ``torch.nn.functional.interpolate(...,
 antialias=True)``; the run records how far that reference is from the Pillow one
-(at most one level of 255 in a pixel). Grain and SPDL rows are left out, with a
+(within two levels of 255 in a pixel). Grain and SPDL rows are left out, with a
 message, when those packages are not installed.
 
 The decode limit is measured in the same run, before the loaders: one core's rate
