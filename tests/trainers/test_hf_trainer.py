@@ -157,3 +157,32 @@ def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path: Path) -> None:
         ref[kind] = (seen, w)
     assert ref["stoker"][0] == ref["torch"][0]
     same_weights(ref["stoker"][1], ref["torch"][1])
+
+
+def test_resume_with_two_workers_equals_torch(tmp_path: Path) -> None:
+    # A torch RandomSampler seeded alike gives both loaders one order; the resumed
+    # epoch is read through skip_first_batches, the epoch after by each loader's workers.
+    def shared_order() -> dict[str, object]:
+        data = Records(32)
+        return {"sampler": tud.RandomSampler(data, generator=torch.Generator().manual_seed(5))}
+
+    runs = {}
+    for kind in ("torch", "stoker"):
+        for name, resume in (("full", None), ("from5", tmp_path / kind / "full" / "checkpoint-5")):
+            trainer, seen = make_trainer(
+                kind,
+                tmp_path / kind / name,
+                train=Records(32),
+                loader_kwargs=shared_order,
+                dataloader_num_workers=2,
+                save_strategy="steps",
+                save_steps=5,
+            )
+            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+            runs[kind, name] = (seen.train, weights(trainer))
+
+    for kind in ("torch", "stoker"):
+        assert runs[kind, "from5"][0] == runs[kind, "full"][0][5:]
+        same_weights(runs[kind, "from5"][1], runs[kind, "full"][1])
+    assert runs["stoker", "full"][0] == runs["torch", "full"][0]
+    same_weights(runs["stoker", "from5"][1], runs["torch", "from5"][1])
