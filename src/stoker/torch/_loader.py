@@ -106,6 +106,11 @@ class DataLoader(tud.DataLoader[T_co]):
     with ``loader.set_epoch(e)`` or ``loader.sampler.set_epoch(e)``; without one, the
     epoch after the previous pass.
 
+    While an Accelerate ``Accelerator`` exists in the process (the HF ``Trainer``
+    makes one), each pass tells Accelerate's ``GradientState`` what Accelerate's own
+    loaders tell it: when the last batch is handed out, and how many records it holds,
+    so that ``gather_for_metrics`` and gradient accumulation see the loader's end.
+
     Differences from PyTorch: ``shuffle=True`` orders records by stoker's
     permutation of ``(seed, epoch)`` (the seed from ``generator``), not PyTorch's; with
     workers, a batch goes to whichever worker is free, so per-worker random state is
