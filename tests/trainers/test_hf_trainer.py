@@ -11,12 +11,6 @@ import torch
 import torch.utils.data as tud
 from hf_trainer_helpers import Records, losses, make_trainer, weights
 
-pytestmark = pytest.mark.filterwarnings(
-    # transformers and accelerate warn about their own settings on a CPU-only machine
-    "ignore::FutureWarning",
-    "ignore::UserWarning",
-)
-
 
 def same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
     assert a.keys() == b.keys()
