@@ -12,6 +12,7 @@ import stoker as sk
 
 from .._iterator import LoaderIterator
 from .._state import TORCH
+from ._gradient_state import PassProgress
 from ._tensors import pinned
 
 __all__ = ["TorchLoaderIterator", "WorkerLife"]
@@ -52,9 +53,19 @@ class WorkerLife:
             self._loader.close()
 
 
-def _end(source: LoaderIterator[Any], life: WorkerLife) -> None:
+def _end(source: LoaderIterator[Any], life: WorkerLife, progress: PassProgress | None) -> None:
     source.close()
     life.leave()
+    if progress is not None:
+        progress.leave()
+
+
+def _none_left(source: LoaderIterator[Any]) -> bool:
+    """No batch follows the one just read (False when that is not known before reading)."""
+    try:
+        return len(source) == 0
+    except TypeError:
+        return False
 
 
 class TorchLoaderIterator:
@@ -76,6 +87,7 @@ class TorchLoaderIterator:
         extra: Callable[[bool], dict[str, Any]],
         len_called: int | None = None,
         name: str = "",
+        progress: PassProgress | None = None,
     ) -> None:
         self._source = source
         self._shape = shape
@@ -86,7 +98,8 @@ class TorchLoaderIterator:
         self._name = name
         self._yielded = 0
         self._done = False
-        self._finalizer = weakref.finalize(self, _end, source, life)
+        self._progress = progress  # Accelerate's GradientState reads it, when there is one
+        self._finalizer = weakref.finalize(self, _end, source, life, progress)
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -99,6 +112,8 @@ class TorchLoaderIterator:
             self._finalizer()
             raise
         self._yielded += 1
+        if self._progress is not None and _none_left(self._source):
+            self._progress.last_batch()
         if self._len_called is not None and self._yielded > self._len_called:
             warnings.warn(  # PyTorch's words
                 f"Length of IterableDataset {self._name} was reported to be "

@@ -42,9 +42,10 @@ from .._state import TORCH
 from ..errors import ConfigError, StateError
 from ._args import check_args
 from ._device import pinning_available, warn_no_pinning
+from ._gradient_state import track
 from ._items import FirstRecord, ItemBatches, ItemReader
 from ._iterator import TorchLoaderIterator, WorkerLife
-from ._samplers import PlacedEpoch, loader_sampler
+from ._samplers import PlacedEpoch, forward_set_epoch, loader_sampler
 from ._shapes import torch_collated, torch_converted
 from ._stateful import from_json, is_stateful, to_json
 from ._stream import TorchStream
@@ -104,6 +105,11 @@ class DataLoader(tud.DataLoader[T_co]):
     its engine honours their sampler. The epoch a pass walks is the one placed last
     with ``loader.set_epoch(e)`` or ``loader.sampler.set_epoch(e)``; without one, the
     epoch after the previous pass.
+
+    While an Accelerate ``Accelerator`` exists in the process (the HF ``Trainer``
+    makes one), each pass tells Accelerate's ``GradientState`` what Accelerate's own
+    loaders tell it: when the last batch is handed out, and how many records it holds,
+    so that ``gather_for_metrics`` and gradient accumulation see the loader's end.
 
     Differences from PyTorch: ``shuffle=True`` orders records by stoker's
     permutation of ``(seed, epoch)`` (the seed from ``generator``), not PyTorch's; with
@@ -206,6 +212,8 @@ class DataLoader(tud.DataLoader[T_co]):
             pin_memory_device=pin_memory_device,
             in_order=in_order,
         )
+        if batch_sampler is None and self.batch_sampler is not None:
+            forward_set_epoch(self.batch_sampler)  # PyTorch's, over the sampler
         self._pin = bool(pin_memory) and pinning_available()
         if pin_memory and not self._pin:
             warn_no_pinning(stacklevel=2)
@@ -260,6 +268,7 @@ class DataLoader(tud.DataLoader[T_co]):
             object.__setattr__(self, "sampler", sampler)
             if self._given_batch_sampler is None and self.batch_size is not None:
                 batches = BatchSampler(sampler, self.batch_size, self.drop_last)
+                forward_set_epoch(batches)
                 object.__setattr__(self, "batch_sampler", batches)
         self._build()
         self._loader._next_epoch = next_epoch
@@ -451,6 +460,7 @@ class DataLoader(tud.DataLoader[T_co]):
             extra=self._extra,
             len_called=self._len_called if self._iterable else None,
             name=repr(self.dataset),
+            progress=track(self),
         )
 
     def _extra(self, finished: bool) -> dict[str, Any]:

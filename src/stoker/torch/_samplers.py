@@ -25,7 +25,13 @@ import torch.utils.data as tud
 from .._sampling.random import RandomSampler as _StokerRandom
 from .._sampling.sequential import SequentialSampler as _StokerSequential
 
-__all__ = ["PlacedEpoch", "RandomSampler", "SequentialSampler", "loader_sampler"]
+__all__ = [
+    "PlacedEpoch",
+    "RandomSampler",
+    "SequentialSampler",
+    "forward_set_epoch",
+    "loader_sampler",
+]
 
 
 class PlacedEpoch:
@@ -98,3 +104,24 @@ class SequentialSampler(PlacedEpoch, _StokerSequential, _TorchSequential):
 def loader_sampler(dataset: Sized, shuffle: bool, seed: int) -> Any:
     """The drop-in's sampler for a map-style ``dataset`` given no sampler."""
     return RandomSampler(dataset, seed=seed) if shuffle else SequentialSampler(dataset)
+
+
+def forward_set_epoch(batch_sampler: Any) -> None:
+    """Give PyTorch's ``BatchSampler`` a ``set_epoch`` that tells its sampler, if that
+    sampler has one.
+
+    The HF ``Trainer`` resumes mid-epoch by iterating ``loader.batch_sampler`` inside a
+    torch loader of Accelerate's (``skip_first_batches``) and places that epoch only
+    through the batch sampler's ``set_epoch``. The class stays PyTorch's own: Lightning
+    re-creates a batch sampler of any other class as a custom one.
+
+    Example:
+        >>> batches = tud.BatchSampler(RandomSampler(range(4), seed=0), 2, False)
+        >>> forward_set_epoch(batches)
+        >>> batches.set_epoch(5)
+        >>> batches.sampler.placed
+        5
+    """
+    set_epoch = getattr(getattr(batch_sampler, "sampler", None), "set_epoch", None)
+    if callable(set_epoch) and not hasattr(batch_sampler, "set_epoch"):
+        batch_sampler.set_epoch = set_epoch
