@@ -68,6 +68,9 @@ class _ShardBase(DataLoader[Any]):
     def __len__(self) -> int:
         return super().__len__() - self._skipped
 
+    def _track(self) -> None:
+        return None  # the Accelerate shard around it reports the pass to GradientState
+
     def load_state_dict(self, state: Any) -> None:
         """Resume at ``state`` (Accelerate's end-of-loader mark is accepted) and set the
         shard's epoch to the state's."""

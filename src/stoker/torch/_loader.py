@@ -42,7 +42,7 @@ from .._state import TORCH
 from ..errors import ConfigError, StateError
 from ._args import check_args
 from ._device import pinning_available, warn_no_pinning
-from ._gradient_state import track
+from ._gradient_state import PassProgress, track
 from ._items import FirstRecord, ItemBatches, ItemReader
 from ._iterator import TorchLoaderIterator, WorkerLife
 from ._samplers import PlacedEpoch, forward_set_epoch, loader_sampler
@@ -460,8 +460,12 @@ class DataLoader(tud.DataLoader[T_co]):
             extra=self._extra,
             len_called=self._len_called if self._iterable else None,
             name=repr(self.dataset),
-            progress=track(self),
+            progress=self._track(),
         )
+
+    def _track(self) -> PassProgress | None:
+        """Report this pass to Accelerate's ``GradientState`` (when one exists)."""
+        return track(self)
 
     def _extra(self, finished: bool) -> dict[str, Any]:
         """The drop-in's own state: the workers' base seed and the sampler's state
