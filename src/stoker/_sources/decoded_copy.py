@@ -22,13 +22,29 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .spill import default_cache_dir
+from .columns import columns_nbytes
+from .decode_cache import count_decode
+from .row_layout import stack_columns
+from .spill import SpillFolder, default_cache_dir
 
-__all__ = ["ROOM_FACTOR", "auto_copy_root", "building", "decoded_estimate", "flat_type"]
+__all__ = [
+    "PIECE_BYTES",
+    "ROOM_FACTOR",
+    "auto_copy_root",
+    "building",
+    "decoded_estimate",
+    "flat_type",
+    "write_copy",
+]
+
+PIECE_BYTES = 64 << 20
+"""About the decoded bytes of one piece written at a time: a row group of any size is
+decoded in pieces (``iter_batches``), so writing the copy holds one piece in memory,
+not a whole row group (one of pyarrow's default files can be gigabytes)."""
 
 ROOM_FACTOR = 3
 """A copy is made only when the disk has this many times its size free: while it is
@@ -48,7 +64,7 @@ def flat_type(arrow_type: Any) -> bool:
         >>> flat_type(pa.list_(pa.int32())), flat_type(pa.string())
         (True, False)
     """
-    import pyarrow as pa
+    from .arrow_columns import pa
 
     t = arrow_type
     while True:
@@ -148,3 +164,51 @@ def progress_bar(total: int, what: str) -> Any:
 
     _logger.info("stoker: %s", what)
     return tqdm(total=total, unit="rows", unit_scale=True, desc=what, disable=None, leave=False)
+
+
+def write_copy(
+    open_file: Callable[[int], Any],
+    file_rows: list[int],
+    file_groups: list[int],
+    spills: list[SpillFolder],
+    columns: list[str],
+    group_bytes: int,
+) -> int:
+    """Write each file's decoded copy (``rows.bin``) into its folder, with a progress bar.
+
+    File ``f`` (``open_file(f)``: its ``pyarrow.parquet.ParquetFile``) is decoded in
+    pieces of about :data:`PIECE_BYTES` (``group_bytes`` is the largest row group,
+    decoded), each written as one numbered file, then joined into ``rows.bin`` and
+    removed. A file whose copy exists is skipped; one that cannot be written (a full
+    disk) is left without a copy, its pieces removed. Returns the row groups decoded.
+    """
+    from .arrow_columns import pa, table_columns
+
+    total = sum(rows for rows, spill in zip(file_rows, spills, strict=True) if not _done(spill))
+    what = f"decoding {total:,} rows once into {spills[0].root}"
+    decoded = 0
+    with progress_bar(total, what) as bar:
+        for f, spill in enumerate(spills):
+            if _done(spill):
+                continue
+            group_rows = max(1, file_rows[f] // max(1, file_groups[f]))
+            piece = max(1024, group_rows * PIECE_BYTES // max(1, group_bytes))
+            pieces = 0
+            batches = open_file(f).iter_batches(batch_size=piece, columns=columns)
+            for batch in batches:
+                block = stack_columns(table_columns(pa.Table.from_batches([batch])))
+                count_decode(columns_nbytes(block), again=False)
+                written = spill.save(pieces, block)
+                pieces += 1
+                if not written:
+                    break
+                bar.update(batch.num_rows)
+            else:
+                spill.write_rows(pieces)
+            spill.drop_groups(pieces)  # joined in rows.bin, or no copy
+            decoded += file_groups[f]
+    return decoded
+
+
+def _done(spill: SpillFolder) -> bool:
+    return spill.load_rows() is not None

@@ -16,9 +16,10 @@ from ..errors import ConfigError
 from .block_gather import gather_batch, split_blocks, take_columns, which_blocks
 from .columns import Columns, columns_nbytes
 from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache, count_decode, count_hits
-from .decoded_copy import auto_copy_root, building, decoded_estimate, flat_type, progress_bar
+from .decoded_copy import auto_copy_root, building, flat_type, write_copy
 from .extras import require
 from .parquet_files import parquet_paths
+from .parquet_meta import read_layout
 from .remote import Remote, is_url
 from .row_layout import stack_columns
 from .spill import SpillFolder, default_cache_dir
@@ -101,6 +102,7 @@ class ParquetDataset(TableDataset):
         # The row groups of the last batch (a window's batches share theirs).
         self._last_blocks: tuple[list[int], list[Columns]] | None = None
         self._files_rows = [sum(file_rows) for file_rows in rows]
+        self._rows_of = rows  # each file's row groups' rows
         self._file_starts = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(self._files_rows, out=self._file_starts[1:])
         # Each file's rows mapped whole from cache_dir (None: not looked for yet).
@@ -139,10 +141,11 @@ class ParquetDataset(TableDataset):
 
         Without it, row groups are written as the first epoch reaches them; with it,
         the first epoch too reads mapped data (as HuggingFace ``datasets`` converts a
-        Parquet file to its Arrow copy before use). When every column read is a 1-D
-        number, each file's rows are then also written end to end (``rows.bin``) and
-        every later batch is one gather from that file's mapping. Returns the row
-        groups written.
+        Parquet file to its Arrow copy before use). Each file's rows are then also
+        written end to end (``rows.bin``) and every later batch is one gather from
+        that file's mapping. Returns the row groups written. With ``cache_dir="auto"``
+        (when it plans a copy), it writes the decoded copy now instead of at the
+        first batch, and returns the row groups decoded for it.
 
         Example:
             >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -161,33 +164,27 @@ class ParquetDataset(TableDataset):
                 "write_cache() needs a dataset built with from_parquet(cache_dir=...)"
             )
 
-        return self._write_cache(self._spills)
-
-    def _write_cache(self, spills: list[SpillFolder], bar: Any = None) -> int:
+        if self._auto_copy:  # cache_dir="auto": the copy, now
+            before, self._copied = self._copy_decodes, False
+            self._make_copy()
+            return self._copy_decodes - before
         from .arrow_columns import table_columns
 
         written = 0
-        sizes = self.row_group_sizes
-        for group, (file_number, row_group) in enumerate(self._groups):
-            spill = spills[file_number]
+        for file_number, row_group in self._groups:
+            spill = self._spills[file_number]
             if not spill.has(row_group):
                 handle = self._file(file_number)
                 table = handle.read_row_group(row_group, columns=self._columns)
                 columns = stack_columns(table_columns(table))
                 self._copy_decodes += 1
                 count_decode(columns_nbytes(columns), again=False)
-                saved = spill.save(row_group, columns)
-                if not saved and bar is not None:
-                    break  # a full disk or data with no flat form: no copy
-                written += saved
-            if bar is not None:
-                bar.update(sizes[group])
-        groups_of = [0] * len(spills)
+                written += spill.save(row_group, columns)
+        groups_of = [0] * len(self._spills)
         for file_number, _ in self._groups:
             groups_of[file_number] += 1
-        for spill, groups in zip(spills, groups_of, strict=True):
-            if spill.write_rows(groups) and bar is not None:
-                spill.drop_groups(groups)  # rows.bin holds them: half the disk
+        for spill, groups in zip(self._spills, groups_of, strict=True):
+            spill.write_rows(groups)
         self._whole = None  # look for them again
         return written
 
@@ -199,9 +196,16 @@ class ParquetDataset(TableDataset):
             return
         with building(spills[0].folder):
             if not self._whole_files():
-                what = f"decoding {len(self):,} rows once into {spills[0].root}"
-                with progress_bar(len(self), what) as bar:
-                    self._write_cache(spills, bar)
+                groups_of = [len(rows) for rows in self._rows_of]
+                self._copy_decodes += write_copy(
+                    self._file,
+                    self._files_rows,
+                    groups_of,
+                    spills,
+                    self._columns,
+                    self._group_bytes,
+                )
+                self._whole = None  # look for them again
             self._copied = True
 
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
@@ -252,7 +256,8 @@ class ParquetDataset(TableDataset):
         if cache is None:
             cache = self._cache = DecodeCache(self._cache_bytes)
         file_number, row_group = self._groups[group]
-        spill = None if self._spills is None else self._spills[file_number]
+        # The automatic copy's folder holds rows.bin only (never single row groups).
+        spill = None if self._spills is None or self._auto_copy else self._spills[file_number]
 
         def decode() -> Columns:
             from .arrow_columns import table_columns
@@ -402,69 +407,22 @@ def from_parquet(
             exist (naming those that do), a column type stoker cannot batch.
         MissingExtra: pyarrow is not installed (or fsspec, for a URL).
     """
-    pq = require("pyarrow.parquet", "arrow")
-    from .arrow_columns import check_schema, pa
-
     if not isinstance(cache_bytes, int) or cache_bytes < 0:
         raise ConfigError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
     if storage_options is not None and not isinstance(storage_options, dict):
         raise ConfigError(f"storage_options must be a dict, got {storage_options!r}")
     files = parquet_paths(paths, storage_options)
     remote = Remote(files[0], storage_options or {}) if is_url(files[0]) else None
-    sources: list[dict[str, Any]] = []
-    rows: list[list[int]] = []
-    group_bytes = 0
-    decoded_bytes = 0
-    schema: Any = None
-    chosen: list[str] = []
-    for path in files:
-        try:
-            if remote is None:
-                meta = pq.read_metadata(path)
-                stat = os.stat(path)
-                version: Any = [stat.st_size, stat.st_mtime_ns]
-            else:
-                info = remote.fs.info(path)
-                version = [info.get("size")] + [
-                    str(info[k]) for k in ("mtime", "LastModified", "ETag", "etag") if k in info
-                ]
-                with remote.fs.open(path, "rb") as handle:
-                    meta = pq.read_metadata(handle)
-        except FileNotFoundError as exc:
-            raise ConfigError(f"no such file: {path!r}") from exc
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise ConfigError(f"{path!r} is not a Parquet file: {exc}") from exc
-        full = path if remote is not None else os.path.abspath(path)
-        sources.append({"path": full, "version": version})
-        file_schema = meta.schema.to_arrow_schema()
-        if schema is None:
-            schema = file_schema
-            chosen = check_schema(schema, columns, f"the Parquet file {path!r}")
-        else:
-            for name in chosen:
-                if name not in file_schema.names:
-                    raise ConfigError(
-                        f"the Parquet file {path!r} has no column {name!r} (the first file, "
-                        f"{files[0]!r}, has it): read files of one schema together"
-                    )
-                if file_schema.field(name).type != schema.field(name).type:
-                    raise ConfigError(
-                        f"column {name!r} is {file_schema.field(name).type} in {path!r} but "
-                        f"{schema.field(name).type} in {files[0]!r}: read files of one schema "
-                        "together, or cast them when writing"
-                    )
-        groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
-        rows.append([group.num_rows for group in groups])
-        chosen_bytes = [_chosen_bytes(group, chosen) for group in groups]
-        group_bytes = max(group_bytes, *chosen_bytes) if groups else group_bytes
-        decoded_bytes += sum(chosen_bytes)
+    meta = read_layout(files, remote, columns)
+    sources, rows, chosen, schema = meta.sources, meta.rows, meta.columns, meta.schema
     spills = None
     auto = isinstance(cache_dir, str) and cache_dir == "auto"
     if auto:
         flat = all(flat_type(schema.field(name).type) for name in chosen)
-        auto_root = auto_copy_root(decoded_bytes, cache_bytes, flat, remote is None)
+        auto_root = auto_copy_root(meta.decoded_bytes, cache_bytes, flat, remote is None)
         if auto_root is not None:
-            spills = [SpillFolder(auto_root, {**source, "columns": chosen}) for source in sources]
+            key = {"columns": chosen, "copy": "whole"}  # a folder apart from cache_dir=True's
+            spills = [SpillFolder(auto_root, {**source, **key}) for source in sources]
             try:
                 for spill in spills:
                     spill.prepare()
@@ -481,15 +439,4 @@ def from_parquet(
                 f"cannot use {str(root)!r} as cache_dir ({exc}): pass a writable local folder"
             ) from exc
     copy = auto and spills is not None
-    return ParquetDataset(files, chosen, rows, cache_bytes, group_bytes, remote, spills, copy)
-
-
-def _chosen_bytes(group: Any, columns: list[str]) -> int:
-    """About the decoded size of ``columns`` in a row group, from its metadata."""
-    wanted = set(columns)
-    total = 0
-    for k in range(group.num_columns):
-        chunk = group.column(k)
-        if chunk.path_in_schema.split(".")[0] in wanted:
-            total += decoded_estimate(chunk)
-    return total
+    return ParquetDataset(files, chosen, rows, cache_bytes, meta.group_bytes, remote, spills, copy)

@@ -332,7 +332,7 @@ _CHUNK = 16 << 20
 def _spec_nbytes(spec: dict[str, Any]) -> int:
     """The bytes of the array a header entry describes."""
     count = int(np.prod(spec["shape"], dtype=np.int64))
-    return count * np.dtype(spec["dtype"]).itemsize
+    return count * int(np.dtype(spec["dtype"]).itemsize)
 
 
 def _map(path: Path) -> Columns | None:

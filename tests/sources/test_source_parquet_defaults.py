@@ -135,9 +135,10 @@ def test_stats_count_cache_hits_and_bytes_decoded(path):
     batches = sum(1 for _ in it)
     stats = it.stats()
     groups = len(ds.row_group_sizes)
-    assert stats.cache_misses == groups  # the copy decoded each row group once
+    assert 1 <= stats.cache_misses <= groups  # the copy decoded the data once, in pieces
     assert stats.cache_hits == batches  # then every batch read the copy
-    assert stats.decoded_bytes > 0 and stats.redecoded_bytes == 0
+    assert stats.decoded_bytes > 0
+    assert stats.redecoded_bytes == 0
     assert "cache      hits" in str(stats)
     assert "thrash" not in stats.verdict.reason
     with _loader(ds, num_workers=2, worker_mode="process") as loader:
@@ -154,9 +155,11 @@ def test_the_verdict_names_a_thrashing_decode_cache(tmp_path):
     for _, _batch in zip(range(12), it, strict=False):
         pass
     stats = it.stats()
-    assert stats.cache_misses == 12 and stats.redecoded_bytes == 11 * stats.decoded_bytes // 12
+    assert stats.cache_misses == 12
+    assert stats.redecoded_bytes == 11 * stats.decoded_bytes // 12
     verdict = stats.verdict
-    assert verdict.kind == "input-bound" and verdict.stage == "read"
+    assert verdict.kind == "input-bound"
+    assert verdict.stage == "read"
     assert "thrashes" in verdict.reason
     assert "cache_dir" in verdict.advice[0]
     assert not any("more workers" in a for a in verdict.advice)
@@ -164,22 +167,23 @@ def test_the_verdict_names_a_thrashing_decode_cache(tmp_path):
 
 
 def test_the_thrash_rule_on_made_up_counters():
-    common = dict(
-        batches=100,
-        samples=3200,
-        wait_seconds=1.9,
-        produce_seconds=1.9,
-        fetch_seconds=1.8,
-        collate_seconds=0.1,
-        elapsed_seconds=2.0,
-        worker_mode="process",
-        prefetch="2 process workers",
-        num_workers=2,
-        worker_utilisation=1.0,
-    )
+    common = {
+        "batches": 100,
+        "samples": 3200,
+        "wait_seconds": 1.9,
+        "produce_seconds": 1.9,
+        "fetch_seconds": 1.8,
+        "collate_seconds": 0.1,
+        "elapsed_seconds": 2.0,
+        "worker_mode": "process",
+        "prefetch": "2 process workers",
+        "num_workers": 2,
+        "worker_utilisation": 1.0,
+    }
     thrash = sk.LoaderStats(
         **common, cache_misses=100, decoded_bytes=100_000, redecoded_bytes=98_000
     )
-    assert "thrashes" in thrash.verdict.reason and "cache_dir" in thrash.bottleneck
+    assert "thrashes" in thrash.verdict.reason
+    assert "cache_dir" in thrash.bottleneck
     healthy = sk.LoaderStats(**common, cache_misses=10, decoded_bytes=10_000)
     assert "thrashes" not in healthy.verdict.reason
