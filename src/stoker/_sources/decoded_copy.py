@@ -42,9 +42,10 @@ __all__ = [
 ]
 
 PIECE_BYTES = 64 << 20
-"""About the decoded bytes of one piece written at a time: a row group of any size is
-decoded in pieces (``iter_batches``), so writing the copy holds one piece in memory,
-not a whole row group (one of pyarrow's default files can be gigabytes)."""
+"""About the decoded bytes of one piece written at a time (at most a quarter of the
+decode cache's budget, and at least 1,024 rows): a row group of any size is decoded
+in pieces (``iter_batches``), so writing the copy holds one piece in memory, not a
+whole row group (one of pyarrow's default files can be gigabytes)."""
 
 ROOM_FACTOR = 3
 """A copy is made only when the disk has this many times its size free: while it is
@@ -173,14 +174,16 @@ def write_copy(
     spills: list[SpillFolder],
     columns: list[str],
     group_bytes: int,
+    cache_bytes: int,
 ) -> int:
     """Write each file's decoded copy (``rows.bin``) into its folder, with a progress bar.
 
     File ``f`` (``open_file(f)``: its ``pyarrow.parquet.ParquetFile``) is decoded in
-    pieces of about :data:`PIECE_BYTES` (``group_bytes`` is the largest row group,
-    decoded), each written as one numbered file, then joined into ``rows.bin`` and
-    removed. A file whose copy exists is skipped; one that cannot be written (a full
-    disk) is left without a copy, its pieces removed. Returns the row groups decoded.
+    pieces of about :data:`PIECE_BYTES` or a quarter of ``cache_bytes`` (``group_bytes``
+    is the largest row group, decoded), each written as one numbered file, then
+    joined into ``rows.bin`` and removed. A file whose copy exists is skipped; one
+    that cannot be written (a full disk) is left without a copy, its pieces removed.
+    Returns the row groups decoded.
     """
     from .arrow_columns import pa, table_columns
 
@@ -192,7 +195,8 @@ def write_copy(
             if _done(spill):
                 continue
             group_rows = max(1, file_rows[f] // max(1, file_groups[f]))
-            piece = max(1024, group_rows * PIECE_BYTES // max(1, group_bytes))
+            piece_bytes = min(PIECE_BYTES, cache_bytes // 4)
+            piece = max(1024, group_rows * piece_bytes // max(1, group_bytes))
             pieces = 0
             batches = open_file(f).iter_batches(batch_size=piece, columns=columns)
             for batch in batches:

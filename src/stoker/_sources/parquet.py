@@ -204,6 +204,7 @@ class ParquetDataset(TableDataset):
                     spills,
                     self._columns,
                     self._group_bytes,
+                    self._cache_bytes,
                 )
                 self._whole = None  # look for them again
             self._copied = True
