@@ -174,11 +174,11 @@ def _cache_thrash(s: Counters, waited: str) -> Verdict:
         "read",
         reason,
         (
-            "keep the decoded data: from_parquet's default cache_dir='auto' writes a decoded "
+            "keep the decoded data: for Parquet, the default cache_dir='auto' writes a decoded "
             "copy once when the disk has room, or pass cache_dir=<a local folder with room>",
             "or cache_bytes= larger than the decoded columns read (per worker)",
-            "or read a few row groups at a time: sampler=ds.shuffle_sampler(seed) (row "
-            "groups in random order, shuffled within a window: not a full permutation)",
+            "or read a few blocks at a time: sampler=ds.shuffle_sampler(seed) (row groups or "
+            "blocks in random order, shuffled within a window: not a full permutation)",
         ),
     )
 

@@ -38,11 +38,13 @@ class ParquetDataset(TableDataset):
     columns asked for; decoded row groups are kept in a cache of ``cache_bytes`` per
     worker (as NumPy columns, so a batch is gathered with NumPy indexing), so a
     shuffled epoch decodes each row group about once while the row groups it visits
-    fit. When the files are larger than that, shuffle with
-    :meth:`shuffle_sampler` (contiguous row groups in random order, mixed within a
-    window), which visits only a few row groups at a time. With ``cache_dir``, a row
-    group is decoded once, ever: it is written to local disk as NumPy data and every
-    later read maps it (see :func:`from_parquet`).
+    fit. When they do not, by default (``cache_dir="auto"``) the first batch writes a
+    decoded copy of the files to local disk once, and every batch, epoch, run and
+    worker then gathers its rows from that copy, memory-mapped (see
+    :func:`from_parquet`); :meth:`shuffle_sampler` (contiguous row groups in random
+    order, mixed within a window) is the way to visit only a few row groups at a time
+    without a copy. With ``cache_dir=`` a folder, a row group is decoded once, ever:
+    it is written there as NumPy data and every later read maps it.
 
     Example:
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -163,7 +165,6 @@ class ParquetDataset(TableDataset):
             raise ConfigError(
                 "write_cache() needs a dataset built with from_parquet(cache_dir=...)"
             )
-
         if self._auto_copy:  # cache_dir="auto": the copy, now
             before, self._copied = self._copy_decodes, False
             self._make_copy()
@@ -371,9 +372,10 @@ def from_parquet(
             columns, or a disk with less than three times the copy's size free (then
             the row groups are decoded into the memory cache as with ``None``).
             ``None`` or ``False``: no copy, the memory cache only. Else a local
-            folder where each row group, once decoded, is written as NumPy data and
-            memory-mapped on every later read (``True``: the default folder,
-            ``$XDG_CACHE_HOME/stoker/parquet``). Later epochs (and later
+            folder (one named ``auto``: ``Path("auto")``) where each row group, once
+            decoded, is written as NumPy data and memory-mapped on every later read
+            (``True``: the default folder, ``$XDG_CACHE_HOME/stoker/parquet``).
+            Later epochs (and later
             runs, and other workers) then read decoded data from the page cache
             instead of decoding again: use it when the decoded columns are larger
             than ``cache_bytes``, or the files are remote. It holds about the decoded
@@ -408,6 +410,7 @@ def from_parquet(
             exist (naming those that do), a column type stoker cannot batch.
         MissingExtra: pyarrow is not installed (or fsspec, for a URL).
     """
+    require("pyarrow.parquet", "arrow")
     if not isinstance(cache_bytes, int) or cache_bytes < 0:
         raise ConfigError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
     if storage_options is not None and not isinstance(storage_options, dict):
