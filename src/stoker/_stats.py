@@ -19,6 +19,7 @@ __all__ = [
     "LoaderStats",
     "SourceReads",
     "SourceShare",
+    "add_reads",
     "add_transform_time",
     "available_cores",
     "count_read",
@@ -76,6 +77,15 @@ def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = Fa
         clock.decoded_bytes += decoded_bytes
         if again:
             clock.redecoded_bytes += decoded_bytes
+
+
+def add_reads(reads: SourceReads) -> None:
+    """Add ``reads`` counted on another thread (a part of a split gather) to this one's."""
+    clock = _clock
+    clock.hits += reads.hits
+    clock.misses += reads.misses
+    clock.decoded_bytes += reads.decoded_bytes
+    clock.redecoded_bytes += reads.redecoded_bytes
 
 
 def source_reads() -> SourceReads:
