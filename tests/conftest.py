@@ -1,3 +1,5 @@
+import os
+import tempfile
 import threading
 import time
 
@@ -5,6 +7,13 @@ import pytest
 from hypothesis import settings
 
 from exec.leaks import Snapshot, warm_up
+
+
+def pytest_configure(config):
+    # Sources that keep decoded copies in the user's cache folder by default
+    # (from_parquet's cache_dir="auto") write them under a folder of this run instead.
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="stoker-test-cache-")
+
 
 settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True)
 settings.load_profile("ci")

@@ -262,6 +262,7 @@ class LoaderIterator(Generic[B]):
         fetch = tally.fetch_seconds + (counters.fetch_seconds if counters else 0.0)
         collate = tally.collate_seconds + (counters.collate_seconds if counters else 0.0)
         transform = tally.transform_seconds + (counters.transform_seconds if counters else 0.0)
+        reads = tally.reads + counters.reads if counters else tally.reads
         skipped = (list(counters.skipped) if counters else []) + tally.skipped
         elapsed = time.perf_counter() - self._created
         w = self._window
@@ -322,6 +323,10 @@ class LoaderIterator(Generic[B]):
             workers_sized=sized,
             inline_since=self._inline_since,
             mixture=self._spec.dataset._mixture_report(self._box.state),
+            cache_hits=reads.hits,
+            cache_misses=reads.misses,
+            decoded_bytes=reads.decoded_bytes,
+            redecoded_bytes=reads.redecoded_bytes,
         )
 
     def close(self) -> None:

@@ -17,18 +17,81 @@ from ._verdict import Verdict, diagnose
 
 __all__ = [
     "LoaderStats",
+    "SourceReads",
     "SourceShare",
+    "add_reads",
     "add_transform_time",
     "available_cores",
+    "count_read",
+    "source_reads",
     "transform_time",
 ]
 
 
 class _Clock(threading.local):
     seconds = 0.0  # each thread starts at 0 (a class default: no getattr on the hot path)
+    hits = 0
+    misses = 0
+    decoded_bytes = 0
+    redecoded_bytes = 0
 
 
 _clock = _Clock()
+
+
+@dataclass(frozen=True)
+class SourceReads:
+    """What a source's decode cache did: blocks found decoded (``hits``), blocks
+    decoded (``misses``), the bytes decoded, and the part of them decoded again after
+    the cache had let the same block go (a cache too small for the order read).
+
+    Example:
+        >>> (SourceReads(3, 1, 100, 0) - SourceReads(1, 1, 100, 0)).hits
+        2
+    """
+
+    hits: int = 0
+    misses: int = 0
+    decoded_bytes: int = 0
+    redecoded_bytes: int = 0
+
+    def __add__(self, other: SourceReads) -> SourceReads:
+        return SourceReads(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
+
+    def __sub__(self, other: SourceReads) -> SourceReads:
+        return SourceReads(*(a - b for a, b in zip(_fields(self), _fields(other), strict=True)))
+
+
+def _fields(r: SourceReads) -> tuple[int, int, int, int]:
+    return (r.hits, r.misses, r.decoded_bytes, r.redecoded_bytes)
+
+
+def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = False) -> None:
+    """Count, on this thread, ``hits`` blocks served decoded, or one block decoded
+    (``decoded_bytes`` of it; ``again``: it had been decoded and let go before).
+    The batch builder and the workers read the sums around a fetch (:func:`source_reads`)."""
+    clock = _clock
+    clock.hits += hits
+    if decoded_bytes is not None:
+        clock.misses += 1
+        clock.decoded_bytes += decoded_bytes
+        if again:
+            clock.redecoded_bytes += decoded_bytes
+
+
+def add_reads(reads: SourceReads) -> None:
+    """Add ``reads`` counted on another thread (a part of a split gather) to this one's."""
+    clock = _clock
+    clock.hits += reads.hits
+    clock.misses += reads.misses
+    clock.decoded_bytes += reads.decoded_bytes
+    clock.redecoded_bytes += reads.redecoded_bytes
+
+
+def source_reads() -> SourceReads:
+    """This thread's :func:`count_read` sums so far."""
+    c = _clock
+    return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes)
 
 
 def add_transform_time(seconds: float) -> None:
@@ -123,6 +186,13 @@ class LoaderStats:
             built on the caller's thread because the hand-off to workers cost more
             than the work (None while workers build them). ``num_workers`` stays the
             workers started; the counters cover both phases.
+        cache_hits: blocks (row groups, decoded copies of files) that table sources
+            found already decoded, summed over the workers.
+        cache_misses: blocks they decoded.
+        decoded_bytes: the bytes those decodes produced (the data read once each
+            epoch, when the cache holds what the order needs).
+        redecoded_bytes: the part of ``decoded_bytes`` decoded again after the cache
+            had let the same block go: the cache thrashes when it is most of it.
 
     Example:
         >>> import json, stoker as sk
@@ -167,6 +237,10 @@ class LoaderStats:
     mixture: list[SourceShare] | None = None
     workers_sized: bool = False
     inline_since: int | None = None
+    cache_hits: int = 0
+    cache_misses: int = 0
+    decoded_bytes: int = 0
+    redecoded_bytes: int = 0
 
     def __post_init__(self) -> None:
         if not self.bottleneck:
@@ -181,6 +255,12 @@ class LoaderStats:
     def read_seconds(self) -> float:
         """Time in the source's own reads (``fetch_seconds`` less the map functions)."""
         return max(0.0, self.fetch_seconds - self.transform_seconds)
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """The share of the blocks read that were found decoded (1.0 with no reads)."""
+        total = self.cache_hits + self.cache_misses
+        return self.cache_hits / total if total else 1.0
 
     @property
     def samples_per_second(self) -> float:
@@ -199,6 +279,7 @@ class LoaderStats:
         verdict = self.verdict
         out.update(
             read_seconds=self.read_seconds,
+            cache_hit_rate=self.cache_hit_rate,
             samples_per_second=self.samples_per_second,
             batches_per_second=self.batches_per_second,
             verdict={
@@ -255,6 +336,7 @@ def report(s: LoaderStats) -> str:
         f"{s.recycled_batches:,} recycled, {s.allocated_batches:,} new",
         f"  problems   skipped {skipped} · watchdog {watchdog}",
         *_mixture_lines(s.mixture),
+        *_cache_lines(s),
         f"  verdict    {verdict.kind}"
         + (f" ({verdict.stage})" if verdict.stage else "")
         + f": {verdict.reason}",
@@ -268,6 +350,16 @@ def _mixture_lines(mixture: list[SourceShare] | None) -> list[str]:
         return []
     shares = " · ".join(f"{m.name} {m.share:.0%} (asked {m.weight:.0%})" for m in mixture)
     return [f"  mixture    {shares}"]
+
+
+def _cache_lines(s: LoaderStats) -> list[str]:
+    if not s.cache_hits and not s.cache_misses:
+        return []
+    again = f" ({_bytes(s.redecoded_bytes)} of it again)" if s.redecoded_bytes else ""
+    return [
+        f"  cache      hits {s.cache_hit_rate:.0%} ({s.cache_hits:,} of "
+        f"{s.cache_hits + s.cache_misses:,} blocks) · decoded {_bytes(s.decoded_bytes)}{again}"
+    ]
 
 
 def _secs(seconds: float) -> str:

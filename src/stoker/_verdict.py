@@ -6,7 +6,10 @@ checked on made-up numbers as well as on real loaders. The rules, in order:
 
 * **compute-bound** when the training loop waited for data at most 20 % of the time
   (after its first batch: starting workers and filling the window happen once);
-* **input-bound** otherwise, and then:
+* **input-bound** otherwise, and then, when reading dominates and a table source's
+  decode cache decoded most of its bytes again after letting the same blocks go
+  (the cache thrashes), what makes the blocks stay decoded (more workers would
+  only decode more); else:
 
   1. thread workers whose CPU work kept about one core busy, never more: the GIL
      runs them one at a time (processes would run side by side);
@@ -75,6 +78,12 @@ class Counters(Protocol):
     def workers_sized(self) -> bool: ...
     @property
     def inline_since(self) -> int | None: ...
+    @property
+    def cache_misses(self) -> int: ...
+    @property
+    def decoded_bytes(self) -> int: ...
+    @property
+    def redecoded_bytes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,8 @@ def diagnose(s: Counters) -> Verdict:
     if share <= INPUT_BOUND_SHARE:
         return _compute_bound(s, share)
     waited = f"the loop waited for data {share:.0%} of the time"
+    if stage == "read" and _thrashes(s):
+        return _cache_thrash(s, waited)
     if s.num_workers == 0:
         return _inline(s, waited, stage)
     return _with_workers(s, waited, stage, elapsed, wait)
@@ -141,6 +152,35 @@ def dominant_stage(s: Counters) -> str:
         "hand-off": s.transfer_seconds,
     }
     return max(stages, key=lambda k: stages[k])
+
+
+_THRASH = 0.5  # share of the bytes decoded that were decoded before: a thrashing cache
+
+
+def _thrashes(s: Counters) -> bool:
+    """A decode cache that decoded most of its bytes again (blocks let go, then read)."""
+    return s.cache_misses >= 4 and s.redecoded_bytes >= _THRASH * s.decoded_bytes > 0
+
+
+def _cache_thrash(s: Counters, waited: str) -> Verdict:
+    again = s.redecoded_bytes / s.decoded_bytes
+    reason = (
+        f"{waited}, mostly decoding: the source's decode cache thrashes ({again:.0%} of the "
+        f"{s.decoded_bytes / 1e6:,.0f} MB decoded had been decoded before and let go; more "
+        "workers would only decode more)"
+    )
+    return Verdict(
+        "input-bound",
+        "read",
+        reason,
+        (
+            "keep the decoded data: for Parquet, the default cache_dir='auto' writes a decoded "
+            "copy once when the disk has room, or pass cache_dir=<a local folder with room>",
+            "or cache_bytes= larger than the decoded columns read (per worker)",
+            "or read a few blocks at a time: sampler=ds.shuffle_sampler(seed) (row groups or "
+            "blocks in random order, shuffled within a window: not a full permutation)",
+        ),
+    )
 
 
 def _cpu_work(s: Counters) -> bool:

@@ -158,7 +158,7 @@ def test_decoded_row_groups_are_cached_within_the_budget(root):
     run_epochs(sk.DataLoader(ds, batch_size=16, shuffle=True, seed=0), epochs=2)
     groups = len(ds.row_group_sizes)
     assert ds.decoded_row_groups == groups  # each once in two epochs
-    small = sk.from_parquet(root, columns=["id", "score"], cache_bytes=1)
+    small = sk.from_parquet(root, columns=["id", "score"], cache_bytes=1, cache_dir=None)
     run_epochs(sk.DataLoader(small, batch_size=16, shuffle=True, seed=0), epochs=1)
     assert small.decoded_row_groups > groups  # nothing kept: decoded again per batch
 

@@ -362,10 +362,19 @@ def test_whole_files_of_rows_give_the_rows_pyarrow_reads(two_files, tmp_path):
     assert_resumes_exactly(sk.DataLoader(ds, batch_size=40, shuffle=True, seed=2), epochs=1)
 
 
-def test_no_whole_file_of_rows_for_list_or_2d_columns(path, tmp_path):
-    ds = sk.from_parquet(path, columns=["a", "vec"], cache_dir=tmp_path)
+def test_whole_files_of_list_and_2d_columns_give_the_rows_pyarrow_reads(path, tmp_path):
+    columns = ["a", "vec", "tokens"]
+    ds = sk.from_parquet(path, columns=columns, cache_dir=tmp_path)
     ds.write_cache()
-    assert ds._whole_files() == []
-    assert not any((tmp_path / f / "rows.bin").exists() for f in ds.cache_folders)
-    batch = next(iter(sk.DataLoader(ds, batch_size=4)))
+    assert [len(f["a"]) for f in ds._whole_files()] == [N]
+    assert all((tmp_path / f / "rows.bin").exists() for f in ds.cache_folders)
+    table = pq.read_table(path, columns=columns)
+    order = sk.RandomSampler(N, seed=4).cursor(epoch=0).take(N)
+    for k in range(0, N, 16):
+        expected = table.take(pa.array(order[k : k + 16])).to_pylist()
+        records = ds.__getitems__(order[k : k + 16].tolist())
+        assert [float(r["a"]) for r in records] == [r["a"] for r in expected]
+        assert [r["vec"].tolist() for r in records] == [r["vec"] for r in expected]
+        assert [r["tokens"].tolist() for r in records] == [r["tokens"] for r in expected]
+    batch = next(iter(sk.DataLoader(ds, batch_size=4, collate_fn=sk.pad_collate)))
     assert batch["vec"].tolist() == [[0, 0], [1, -1], [2, -2], [3, -3]]

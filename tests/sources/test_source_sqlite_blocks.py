@@ -286,3 +286,20 @@ def test_store_without_numbers_or_objects():
     assert texts.gather(np.array([5, 0])) == [["t1", "t0"]]
     numbers = _store(10, 4, 1 << 20, read=lambda b: [np.full(4, b * 1.5)], kinds=("float",))
     assert numbers.gather(np.array([9, 1]))[0].tolist() == [3.0, 0.0]
+
+
+def test_stats_count_the_blocks_read_and_read_again(tmp_path):
+    rows = [(i, i) for i in range(512)]
+    path = write(tmp_path / "s.db", "CREATE TABLE t (id INTEGER PRIMARY KEY, x REAL)", rows)
+    order = [*range(64), *range(64, 128), *range(64)]  # blocks 0-3, 4-7, then 0-3 again
+    roomy = sk.from_sqlite(path, "t", block_rows=16)
+    it = iter(sk.DataLoader(roomy, batch_size=64, sampler=order))
+    assert sum(len(b["id"]) for b in it) == 192
+    stats = it.stats()
+    assert (stats.cache_misses, stats.cache_hits, stats.redecoded_bytes) == (8, 4, 0)
+    tight = sk.from_sqlite(path, "t", block_rows=16, cache_bytes=1)  # none kept between batches
+    it = iter(sk.DataLoader(tight, batch_size=64, sampler=order))
+    assert sum(len(b["id"]) for b in it) == 192
+    stats = it.stats()
+    assert (stats.cache_misses, stats.cache_hits) == (12, 0)
+    assert stats.redecoded_bytes == stats.decoded_bytes // 3

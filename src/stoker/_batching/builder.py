@@ -20,7 +20,7 @@ import numpy as np
 from .._collate import default_collate
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
-from .._stats import transform_time
+from .._stats import SourceReads, source_reads, transform_time
 from .._tree import flatten
 from .gather import SPLIT_BYTES, SplitGather
 from .pad import column_collate
@@ -36,6 +36,7 @@ class BuildCounters:
     fetch_seconds: float = 0.0
     collate_seconds: float = 0.0
     transform_seconds: float = 0.0  # the part of fetch_seconds spent in map functions
+    reads: SourceReads = field(default_factory=SourceReads)  # what the sources' decode caches did
     skipped: list[tuple[int, str]] = field(default_factory=list)
     errors: list[BaseException] = field(default_factory=list)  # one per skipped record
 
@@ -204,7 +205,7 @@ class BatchBuilder:
 
     def records(self, ctx: Context, indices: np.ndarray, where: str) -> list[Any | Skip]:
         """The records at ``indices``; SKIP for filtered (or, under "skip", failing) ones."""
-        start, transform = time.perf_counter(), transform_time()
+        start, transform, reads = time.perf_counter(), transform_time(), source_reads()
         try:
             return self._dataset._fetch(indices, ctx)
         except Exception as batch_exc:
@@ -212,6 +213,7 @@ class BatchBuilder:
         finally:
             self.counters.fetch_seconds += time.perf_counter() - start
             self.counters.transform_seconds += transform_time() - transform
+            self.counters.reads += source_reads() - reads
 
     def _locate(self, ctx: Context, indices: np.ndarray, where: str) -> None:
         """After a bulk gather failed: read the records one by one and raise the first

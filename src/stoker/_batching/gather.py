@@ -17,6 +17,7 @@ import numpy as np
 
 from .._context import Context
 from .._dataset import Dataset
+from .._stats import SourceReads, add_reads, source_reads
 from .._tree import TreeDef, flatten
 
 __all__ = ["SPLIT_BYTES", "SplitGather"]
@@ -61,13 +62,13 @@ class SplitGather:
         bounds = np.linspace(0, rows, self._parts + 1).astype(int).tolist()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self._parts - 1, thread_name_prefix="stoker-gather")
-        futures: list[Future[None]] = [
+        futures: list[Future[SourceReads]] = [
             self._executor.submit(_gather_rows, dataset, indices, ctx, leaves, treedef, a, b)
             for a, b in itertools.pairwise(bounds[1:])
         ]
         _gather_rows(dataset, indices, ctx, leaves, treedef, bounds[0], bounds[1])
         for future in futures:
-            future.result()
+            add_reads(future.result())  # what the parts read counts for this thread's batch
         return out
 
     def close(self) -> None:
@@ -85,7 +86,10 @@ def _gather_rows(
     treedef: TreeDef,
     start: int,
     stop: int,
-) -> None:
+) -> SourceReads:
+    """Gather rows ``start:stop`` into their part of ``leaves``; returns what the
+    source counted on this thread meanwhile (see :func:`stoker._stats.count_read`)."""
+    before = source_reads()
     part_out = treedef.unflatten([leaf[start:stop] for leaf in leaves])
     result = dataset._gather(indices[start:stop], ctx, part_out)
     got, _ = flatten(result)
@@ -93,3 +97,4 @@ def _gather_rows(
         part = dst[start:stop]
         if not np.shares_memory(part, src):  # a source that ignored ``out``
             np.copyto(part, src)
+    return source_reads() - before

@@ -21,7 +21,7 @@ from .._batching.pool import BufferPool
 from .._dataset import Dataset
 from .._epoch.jobs import EMPTY, Done, Job
 from .._iterdataset import IterDataset, StreamCursor
-from .._stats import transform_time
+from .._stats import SourceReads, source_reads, transform_time
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 from .schedstat import CpuWaitClock
 
@@ -41,6 +41,7 @@ class Tally:
         self.fetch_seconds = 0.0
         self.collate_seconds = 0.0
         self.transform_seconds = 0.0
+        self.reads = SourceReads()
         self.work_seconds = 0.0
         self.cpu_seconds = 0.0
         self.cpu_wait_seconds = 0.0
@@ -65,6 +66,7 @@ class Tally:
         self.fetch_seconds += done.fetch_seconds
         self.collate_seconds += done.collate_seconds
         self.transform_seconds += done.transform_seconds
+        self.reads += done.reads
         self.work_seconds += done.work_seconds
         self.cpu_seconds += done.cpu_seconds
         self.cpu_wait_seconds += done.cpu_wait_seconds
@@ -79,6 +81,7 @@ class Tally:
             self.fetch_seconds += done.fetch_seconds
             self.collate_seconds += done.collate_seconds
             self.transform_seconds += done.transform_seconds
+            self.reads += done.reads
             if done.work_seconds:  # a worker's job (inline jobs report no worker time)
                 self.work_seconds += done.work_seconds
                 self.cpu_seconds += done.cpu_seconds
@@ -169,10 +172,11 @@ class Runtime:
 
     def run(self, job: Job) -> Done:
         """Do ``job``; exceptions propagate with the sample and batch located."""
-        transform = transform_time()
+        transform, reads = transform_time(), source_reads()
         if self._inline:  # the caller's own time: no worker time or CPU share to report
             done = self._run(job)
             done.transform_seconds = transform_time() - transform
+            done.reads = source_reads() - reads
             return done
         clock = self._clock
         if self._cpu_wait and clock is None:
@@ -185,6 +189,7 @@ class Runtime:
         if clock is not None:
             done.cpu_wait_seconds = clock.seconds() - queued
         done.transform_seconds = transform_time() - transform
+        done.reads = source_reads() - reads
         return done
 
     def _run(self, job: Job) -> Done:

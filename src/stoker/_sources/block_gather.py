@@ -88,11 +88,11 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
                 gathered[id(block0)] = rows_of
             result[name] = stacked_field(rows_of, position, column.dtype)  # type: ignore[union-attr]
             continue
-        if len(blocks) == 1:
-            result[name] = _take_one(column, rows)
-            continue
         if isinstance(column, Ragged) and len(rows) <= _ROW_BY_ROW:
             result[name] = _ragged_rows([b[name] for b in blocks], block_of, rows, name)
+            continue
+        if len(blocks) == 1:
+            result[name] = _take_one(column, rows)
             continue
         wheres, picked = by_block()
         parts = [_take_one(b[name], r) for b, r in zip(blocks, picked, strict=True)]

@@ -15,7 +15,9 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["DEFAULT_CACHE_BYTES", "DecodeCache"]
+from .._stats import count_read
+
+__all__ = ["DEFAULT_CACHE_BYTES", "DecodeCache", "count_decode", "count_hits"]
 
 DEFAULT_CACHE_BYTES = 256 << 20
 """Default budget per worker (and per dataset in the main process): 256 MiB."""
@@ -26,7 +28,9 @@ class DecodeCache:
 
     Threads that ask for the same missing block at once wait for one decode instead of
     each decoding it. A block larger than the whole budget is decoded and handed out
-    but not kept.
+    but not kept. Every hit and decode is counted for the loader's stats
+    (``it.stats().cache_hits``, ``decoded_bytes``; a block decoded again after it was
+    let go counts in ``redecoded_bytes``).
 
     Example:
         >>> cache = DecodeCache(budget=100)
@@ -42,6 +46,7 @@ class DecodeCache:
         self._blocks: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._pending: dict[Hashable, Future[Any]] = {}
         self._bytes = 0
+        self._seen: set[Hashable] = set()  # keys decoded once (blocks are few)
         self.decodes = 0
 
     def keys(self) -> list[Hashable]:
@@ -55,6 +60,7 @@ class DecodeCache:
             held = self._blocks.get(key)
             if held is not None:
                 self._blocks.move_to_end(key)
+                count_read(hits=1)
                 return held[0]
             pending = self._pending.get(key)
             owner = pending is None
@@ -63,6 +69,7 @@ class DecodeCache:
         if pending is None:  # for mypy: set in both branches above
             raise RuntimeError("unreachable")
         if not owner:
+            count_read(hits=1)
             return pending.result()
         try:
             block = decode()
@@ -75,6 +82,10 @@ class DecodeCache:
         with self._lock:
             del self._pending[key]
             self.decodes += 1
+            again = key in self._seen
+            self._seen.add(key)
+        count_decode(nbytes, again)
+        with self._lock:
             if nbytes <= self._budget:
                 while self._blocks and self._bytes + nbytes > self._budget:
                     _, (_, freed) = self._blocks.popitem(last=False)
@@ -89,3 +100,14 @@ class DecodeCache:
         with self._lock:
             self._blocks.clear()
             self._bytes = 0
+
+
+def count_decode(nbytes: int, again: bool) -> None:
+    """Count one block of ``nbytes`` decoded (``again``: it had been decoded and let go
+    before) for the loader's stats (see :func:`stoker._stats.count_read`)."""
+    count_read(decoded_bytes=nbytes, again=again)
+
+
+def count_hits(blocks: int) -> None:
+    """Count ``blocks`` served already decoded (from memory or a decoded copy)."""
+    count_read(hits=blocks)

@@ -6,7 +6,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -15,9 +15,11 @@ from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
 from .block_gather import gather_batch, split_blocks, take_columns, which_blocks
 from .columns import Columns, columns_nbytes
-from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache
+from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache, count_decode, count_hits
+from .decoded_copy import auto_copy_root, building, flat_type, write_copy
 from .extras import require
 from .parquet_files import parquet_paths
+from .parquet_meta import read_layout
 from .remote import Remote, is_url
 from .row_layout import stack_columns
 from .spill import SpillFolder, default_cache_dir
@@ -36,11 +38,13 @@ class ParquetDataset(TableDataset):
     columns asked for; decoded row groups are kept in a cache of ``cache_bytes`` per
     worker (as NumPy columns, so a batch is gathered with NumPy indexing), so a
     shuffled epoch decodes each row group about once while the row groups it visits
-    fit. When the files are larger than that, shuffle with
-    :meth:`shuffle_sampler` (contiguous row groups in random order, mixed within a
-    window), which visits only a few row groups at a time. With ``cache_dir``, a row
-    group is decoded once, ever: it is written to local disk as NumPy data and every
-    later read maps it (see :func:`from_parquet`).
+    fit. When they do not, by default (``cache_dir="auto"``) the first batch writes a
+    decoded copy of the files to local disk once, and every batch, epoch, run and
+    worker then gathers its rows from that copy, memory-mapped (see
+    :func:`from_parquet`); :meth:`shuffle_sampler` (contiguous row groups in random
+    order, mixed within a window) is the way to visit only a few row groups at a time
+    without a copy. With ``cache_dir=`` a folder, a row group is decoded once, ever:
+    it is written there as NumPy data and every later read maps it.
 
     Example:
         >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -60,7 +64,13 @@ class ParquetDataset(TableDataset):
         See :func:`from_parquet`.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_local", "_cache", "_last_blocks", "_whole")
+    _transient: ClassVar[tuple[str, ...]] = (
+        "_local",
+        "_cache",
+        "_last_blocks",
+        "_whole",
+        "_copied",
+    )
 
     def __init__(
         self,
@@ -71,8 +81,12 @@ class ParquetDataset(TableDataset):
         group_bytes: int = 0,
         remote: Remote | None = None,
         spills: list[SpillFolder] | None = None,
+        auto_copy: bool = False,
     ) -> None:
         self._paths = paths
+        self._auto_copy = auto_copy  # spills: a copy made whole before the first read
+        self._copied = False
+        self._copy_decodes = 0  # row groups decoded to write the copy
         self._remote = remote
         self._spills = spills
         self._columns = columns
@@ -90,6 +104,7 @@ class ParquetDataset(TableDataset):
         # The row groups of the last batch (a window's batches share theirs).
         self._last_blocks: tuple[list[int], list[Columns]] | None = None
         self._files_rows = [sum(file_rows) for file_rows in rows]
+        self._rows_of = rows  # each file's row groups' rows
         self._file_starts = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(self._files_rows, out=self._file_starts[1:])
         # Each file's rows mapped whole from cache_dir (None: not looked for yet).
@@ -121,17 +136,18 @@ class ParquetDataset(TableDataset):
     @property
     def decoded_row_groups(self) -> int:
         """Row groups decoded so far by this copy of the dataset (cache misses)."""
-        return 0 if self._cache is None else self._cache.decodes
+        return self._copy_decodes + (0 if self._cache is None else self._cache.decodes)
 
     def write_cache(self) -> int:
         """Decode every row group not yet in ``cache_dir`` and write it there, now.
 
         Without it, row groups are written as the first epoch reaches them; with it,
         the first epoch too reads mapped data (as HuggingFace ``datasets`` converts a
-        Parquet file to its Arrow copy before use). When every column read is a 1-D
-        number, each file's rows are then also written end to end (``rows.bin``) and
-        every later batch is one gather from that file's mapping. Returns the row
-        groups written.
+        Parquet file to its Arrow copy before use). Each file's rows are then also
+        written end to end (``rows.bin``) and every later batch is one gather from
+        that file's mapping. Returns the row groups written. With ``cache_dir="auto"``
+        (when it plans a copy), it writes the decoded copy now instead of at the
+        first batch, and returns the row groups decoded for it.
 
         Example:
             >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
@@ -149,16 +165,22 @@ class ParquetDataset(TableDataset):
             raise ConfigError(
                 "write_cache() needs a dataset built with from_parquet(cache_dir=...)"
             )
+        if self._auto_copy:  # cache_dir="auto": the copy, now
+            before, self._copied = self._copy_decodes, False
+            self._make_copy()
+            return self._copy_decodes - before
         from .arrow_columns import table_columns
 
         written = 0
         for file_number, row_group in self._groups:
             spill = self._spills[file_number]
-            if spill.has(row_group):
-                continue
-            handle = self._file(file_number)
-            table = handle.read_row_group(row_group, columns=self._columns)
-            written += spill.save(row_group, stack_columns(table_columns(table)))
+            if not spill.has(row_group):
+                handle = self._file(file_number)
+                table = handle.read_row_group(row_group, columns=self._columns)
+                columns = stack_columns(table_columns(table))
+                self._copy_decodes += 1
+                count_decode(columns_nbytes(columns), again=False)
+                written += spill.save(row_group, columns)
         groups_of = [0] * len(self._spills)
         for file_number, _ in self._groups:
             groups_of[file_number] += 1
@@ -166,6 +188,27 @@ class ParquetDataset(TableDataset):
             spill.write_rows(groups)
         self._whole = None  # look for them again
         return written
+
+    def _make_copy(self) -> None:
+        """With ``cache_dir="auto"``: write the decoded copy once, before the first read
+        (the first thread or process to get here; the others wait, then map it)."""
+        spills = self._spills
+        if self._copied or spills is None:
+            return
+        with building(spills[0].folder):
+            if not self._whole_files():
+                groups_of = [len(rows) for rows in self._rows_of]
+                self._copy_decodes += write_copy(
+                    self._file,
+                    self._files_rows,
+                    groups_of,
+                    spills,
+                    self._columns,
+                    self._group_bytes,
+                    self._cache_bytes,
+                )
+                self._whole = None  # look for them again
+            self._copied = True
 
     def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
         """A shuffle aligned to row groups, for files larger than the decode cache.
@@ -215,7 +258,8 @@ class ParquetDataset(TableDataset):
         if cache is None:
             cache = self._cache = DecodeCache(self._cache_bytes)
         file_number, row_group = self._groups[group]
-        spill = None if self._spills is None else self._spills[file_number]
+        # The automatic copy's folder holds rows.bin only (never single row groups).
+        spill = None if self._spills is None or self._auto_copy else self._spills[file_number]
 
         def decode() -> Columns:
             from .arrow_columns import table_columns
@@ -248,6 +292,15 @@ class ParquetDataset(TableDataset):
         return groups, indices - self._starts[groups]
 
     def _read_columns(self, indices: np.ndarray) -> Columns:
+        if self._auto_copy and not self._copied:
+            self._make_copy()
+        whole = self._whole_files()
+        if whole:  # one take from each file's rows
+            files = np.searchsorted(self._file_starts, indices, side="right") - 1
+            unique, file_of = which_blocks(files)
+            rows = indices - self._file_starts[files]
+            count_hits(len(unique))
+            return take_columns([whole[f] for f in unique.tolist()], file_of, rows)
         groups, local = self._locate(indices)
         unique, block_of = which_blocks(groups)
         blocks = [self._row_group(g) for g in unique.tolist()]
@@ -255,36 +308,37 @@ class ParquetDataset(TableDataset):
 
     def _whole_files(self) -> list[Columns]:
         """Each file's rows mapped whole from ``cache_dir`` (written by
-        :meth:`write_cache`) when every file has them, in one layout; else empty."""
+        :meth:`write_cache` or the automatic copy) when every file has them; else empty."""
         whole = self._whole
         if whole is None:
             whole = []
             if self._spills is not None:
                 found = [spill.load_rows() for spill in self._spills]
-                plans = {id(getattr(c, "plan", None)) for c in found}
-                first = found[0] if found else None
-                plan = getattr(first, "plan", None)
-                if plan is not None and len(plans) == 1 and not plan.singles:
-                    counts = [len(c[plan.names[0]]) for c in found]  # type: ignore[index]
-                    if counts == self._files_rows:
-                        whole = found  # type: ignore[assignment]  # all mapped
+                counts = [len(next(iter(c.values()))) if c else -1 for c in found]
+                if counts == self._files_rows:
+                    whole = [c for c in found if c is not None]  # all mapped
             self._whole = whole
         return whole
 
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
+        if self._auto_copy and not self._copied:
+            self._make_copy()
         whole = self._whole_files()
         if whole:  # one gather from each file's rows, whatever the row groups
             if len(whole) == 1:
+                count_hits(1)
                 return gather_batch(whole, None, indices, out)
             files = np.searchsorted(self._file_starts, indices, side="right") - 1
             unique, by_file = split_blocks(files, len(whole))
             rows = indices - self._file_starts[files]
+            count_hits(len(unique))
             return gather_batch([whole[f] for f in unique], by_file, rows, out)
         groups, local = self._locate(indices)
         unique, grouping = split_blocks(groups, len(self._groups))
         last = self._last_blocks
         if last is not None and last[0] == unique:
             blocks = last[1]
+            count_hits(len(blocks))
         else:
             blocks = [self._row_group(g) for g in unique]
             self._last_blocks = (unique, blocks)
@@ -296,7 +350,7 @@ def from_parquet(
     columns: Sequence[str] | None = None,
     *,
     cache_bytes: int = DEFAULT_CACHE_BYTES,
-    cache_dir: PathLike | bool | None = None,
+    cache_dir: PathLike | bool | Literal["auto"] | None = "auto",
     storage_options: dict[str, Any] | None = None,
 ) -> ParquetDataset:
     """A map-style dataset over the rows of Parquet files (``pip install 'stoker[arrow]'``).
@@ -309,19 +363,29 @@ def from_parquet(
             package, such as ``s3fs``): HTTP takes explicit file URLs (no glob).
         columns: the columns to read (default: all), in record order.
         cache_bytes: budget for decoded row groups per worker (default 256 MiB).
-        cache_dir: a local folder where each row group, once decoded, is written as
-            NumPy data and memory-mapped on every later read (``True``: the default
-            folder, ``$XDG_CACHE_HOME/stoker/parquet``). Later epochs (and later
+        cache_dir: ``"auto"`` (the default): when the decoded columns read are larger
+            than ``cache_bytes`` (a shuffle would decode row groups again and again),
+            the first batch read writes a decoded copy of the files once, with a
+            progress bar, to the default folder below, and every later batch, epoch,
+            run and worker gathers its rows from it (as with
+            :meth:`ParquetDataset.write_cache`); not for URLs, string or binary
+            columns, or a disk with less than three times the copy's size free (then
+            the row groups are decoded into the memory cache as with ``None``).
+            ``None`` or ``False``: no copy, the memory cache only. Else a local
+            folder (one named ``auto``: ``Path("auto")``) where each row group, once
+            decoded, is written as NumPy data and memory-mapped on every later read
+            (``True``: the default folder, ``$XDG_CACHE_HOME/stoker/parquet``).
+            Later epochs (and later
             runs, and other workers) then read decoded data from the page cache
             instead of decoding again: use it when the decoded columns are larger
             than ``cache_bytes``, or the files are remote. It holds about the decoded
             size of the columns read, one copy per file and column selection (keyed
             by path, size, modification time and columns; an older copy of the same
             file is removed when the dataset is built). Row groups with string or
-            binary columns are not written. When every column is a 1-D number,
-            :meth:`ParquetDataset.write_cache` also writes each file's rows end to
-            end (``rows.bin``, as large again), and batches are then gathered from
-            it in one read whichever row groups they touch. For a URL, the version is the size and
+            binary columns are not written. :meth:`ParquetDataset.write_cache` also
+            writes each file's rows end to end (``rows.bin``, as large again), and
+            batches are then gathered from it in one read whichever row groups they
+            touch. For a URL, the version is the size and
             whatever the server reports of a modification time or ETag: over plain
             HTTP without them, a changed file of the same size is not noticed (delete
             the folder).
@@ -346,62 +410,29 @@ def from_parquet(
             exist (naming those that do), a column type stoker cannot batch.
         MissingExtra: pyarrow is not installed (or fsspec, for a URL).
     """
-    pq = require("pyarrow.parquet", "arrow")
-    from .arrow_columns import check_schema, pa
-
+    require("pyarrow.parquet", "arrow")
     if not isinstance(cache_bytes, int) or cache_bytes < 0:
         raise ConfigError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
     if storage_options is not None and not isinstance(storage_options, dict):
         raise ConfigError(f"storage_options must be a dict, got {storage_options!r}")
     files = parquet_paths(paths, storage_options)
     remote = Remote(files[0], storage_options or {}) if is_url(files[0]) else None
-    sources: list[dict[str, Any]] = []
-    rows: list[list[int]] = []
-    group_bytes = 0
-    schema: Any = None
-    chosen: list[str] = []
-    for path in files:
-        try:
-            if remote is None:
-                meta = pq.read_metadata(path)
-                stat = os.stat(path)
-                version: Any = [stat.st_size, stat.st_mtime_ns]
-            else:
-                info = remote.fs.info(path)
-                version = [info.get("size")] + [
-                    str(info[k]) for k in ("mtime", "LastModified", "ETag", "etag") if k in info
-                ]
-                with remote.fs.open(path, "rb") as handle:
-                    meta = pq.read_metadata(handle)
-        except FileNotFoundError as exc:
-            raise ConfigError(f"no such file: {path!r}") from exc
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise ConfigError(f"{path!r} is not a Parquet file: {exc}") from exc
-        full = path if remote is not None else os.path.abspath(path)
-        sources.append({"path": full, "version": version})
-        file_schema = meta.schema.to_arrow_schema()
-        if schema is None:
-            schema = file_schema
-            chosen = check_schema(schema, columns, f"the Parquet file {path!r}")
-        else:
-            for name in chosen:
-                if name not in file_schema.names:
-                    raise ConfigError(
-                        f"the Parquet file {path!r} has no column {name!r} (the first file, "
-                        f"{files[0]!r}, has it): read files of one schema together"
-                    )
-                if file_schema.field(name).type != schema.field(name).type:
-                    raise ConfigError(
-                        f"column {name!r} is {file_schema.field(name).type} in {path!r} but "
-                        f"{schema.field(name).type} in {files[0]!r}: read files of one schema "
-                        "together, or cast them when writing"
-                    )
-        groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
-        rows.append([group.num_rows for group in groups])
-        chosen_bytes = (_chosen_bytes(group, chosen) for group in groups)
-        group_bytes = max(group_bytes, *chosen_bytes) if groups else group_bytes
+    meta = read_layout(files, remote, columns)
+    sources, rows, chosen, schema = meta.sources, meta.rows, meta.columns, meta.schema
     spills = None
-    if cache_dir is not None and cache_dir is not False:
+    auto = isinstance(cache_dir, str) and cache_dir == "auto"
+    if auto:
+        flat = all(flat_type(schema.field(name).type) for name in chosen)
+        auto_root = auto_copy_root(meta.decoded_bytes, cache_bytes, flat, remote is None)
+        if auto_root is not None:
+            key = {"columns": chosen, "copy": "whole"}  # a folder apart from cache_dir=True's
+            spills = [SpillFolder(auto_root, {**source, **key}) for source in sources]
+            try:
+                for spill in spills:
+                    spill.prepare()
+            except OSError:
+                spills = None  # no copy: the memory cache only
+    elif cache_dir is not None and cache_dir is not False:
         root = default_cache_dir() if cache_dir is True else Path(os.fspath(cache_dir))
         spills = [SpillFolder(root, {**source, "columns": chosen}) for source in sources]
         try:
@@ -411,15 +442,5 @@ def from_parquet(
             raise ConfigError(
                 f"cannot use {str(root)!r} as cache_dir ({exc}): pass a writable local folder"
             ) from exc
-    return ParquetDataset(files, chosen, rows, cache_bytes, group_bytes, remote, spills)
-
-
-def _chosen_bytes(group: Any, columns: list[str]) -> int:
-    """The uncompressed size of ``columns`` in a row group, from its metadata."""
-    wanted = set(columns)
-    total = 0
-    for k in range(group.num_columns):
-        chunk = group.column(k)
-        if chunk.path_in_schema.split(".")[0] in wanted:
-            total += int(chunk.total_uncompressed_size)
-    return total
+    copy = auto and spills is not None
+    return ParquetDataset(files, chosen, rows, cache_bytes, meta.group_bytes, remote, spills, copy)

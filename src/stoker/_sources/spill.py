@@ -181,8 +181,8 @@ class SpillFolder:
             raise
 
     def has(self, group: int) -> bool:
-        """Whether row group ``group`` has been written."""
-        return self._path(group).is_file()
+        """Whether row group ``group`` has been written (alone or in ``rows.bin``)."""
+        return self._path(group).is_file() or self._rows_path().is_file()
 
     def save(self, group: int, columns: Columns) -> bool:
         """Write row group ``group``; False when it has no flat form or the write failed."""
@@ -234,10 +234,11 @@ class SpillFolder:
         return self.folder / "rows.bin"
 
     def write_rows(self, groups: int) -> bool:
-        """Write ``rows.bin``: the stacked rows of row groups ``0 .. groups - 1`` end
-        to end, as one block of the whole file (see :meth:`load_rows`). Only when every
-        row group is written and holds nothing but stacked columns, in one layout (1-D
-        numeric columns: no lists, strings or 2-D columns). True when the file is there.
+        """Write ``rows.bin``: row groups ``0 .. groups - 1`` end to end, as one block
+        of the whole file (see :meth:`load_rows`): every array of the row groups
+        joined, the offsets of list columns moved past the values before them (as
+        int64). Only when every row group is written, in one layout. True when the
+        file is there.
         """
         target = self._rows_path()
         if target.is_file():
@@ -246,39 +247,77 @@ class SpillFolder:
         if not headers or len(headers) != groups:
             return False
         first = headers[0]
-        if len(first["arrays"]) != 1 or any("stack" not in e for e in first["columns"]):
-            return False
-        width = first["arrays"][0]["shape"][1]
+        lists = {e["offsets"]: e["values"] for e in first["columns"] if "offsets" in e}
         for header in headers:
-            if header["columns"] != first["columns"] or len(header["arrays"]) != 1:
+            if header["columns"] != first["columns"] or len(header["arrays"]) != len(
+                first["arrays"]
+            ):
                 return False
-            if header["arrays"][0]["shape"][1] != width:
-                return False
-        rows = sum(h["arrays"][0]["shape"][0] for h in headers)
-        whole = {"columns": first["columns"], "arrays": [{"dtype": "|u1", "shape": [rows, width]}]}
-        head = _settle(whole, [rows * width])
+            for spec, spec0 in zip(header["arrays"], first["arrays"], strict=True):
+                if spec["dtype"] != spec0["dtype"] or spec["shape"][1:] != spec0["shape"][1:]:
+                    return False
+        layout: list[dict[str, Any]] = []
+        for k, spec0 in enumerate(first["arrays"]):
+            rows = sum(h["arrays"][k]["shape"][0] for h in headers)
+            if k in lists:  # offsets: one more than the rows, once
+                layout.append({"dtype": "<i8", "shape": [rows - len(headers) + 1]})
+            else:
+                layout.append({"dtype": spec0["dtype"], "shape": [rows, *spec0["shape"][1:]]})
+        whole = {"columns": first["columns"], "arrays": layout}
+        head = _settle(whole, [_spec_nbytes(spec) for spec in layout])
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix="rows.bin", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(_MAGIC + len(head).to_bytes(8, "little") + head)
-                out.write(b"\0" * (whole["arrays"][0]["offset"] - out.tell()))
-                for g, header in enumerate(headers):
-                    spec = header["arrays"][0]
-                    with open(self._path(g), "rb") as part:
-                        part.seek(spec["offset"])
-                        left = spec["shape"][0] * width
-                        while left:
-                            chunk = part.read(min(left, _CHUNK))
-                            if not chunk:
-                                raise OSError(f"{self._path(g)} is shorter than its header says")
-                            out.write(chunk)
-                            left -= len(chunk)
+                for k, spec in enumerate(layout):
+                    out.write(b"\0" * (spec["offset"] - out.tell()))
+                    if k in lists:
+                        self._join_offsets(out, headers, k, lists[k])
+                        continue
+                    for g, header in enumerate(headers):
+                        self._copy_array(out, g, header["arrays"][k])
             os.replace(tmp, target)
-        except OSError:
+        except (OSError, ValueError):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             return False
         return True
+
+    def _copy_array(self, out: Any, group: int, spec: dict[str, Any]) -> None:
+        """Append array ``spec`` of row group ``group``'s file to ``out``."""
+        with open(self._path(group), "rb") as part:
+            part.seek(spec["offset"])
+            left = _spec_nbytes(spec)
+            while left:
+                chunk = part.read(min(left, _CHUNK))
+                if not chunk:
+                    raise OSError(f"{self._path(group)} is shorter than its header says")
+                out.write(chunk)
+                left -= len(chunk)
+
+    def _join_offsets(self, out: Any, headers: list[dict[str, Any]], k: int, values: int) -> None:
+        """Append the offsets (array ``k``) of every row group to ``out``, each group's
+        moved past the values of the groups before it; ``ValueError`` when a group's
+        offsets do not run from 0 to the end of its values."""
+        base = 0
+        for g, header in enumerate(headers):
+            spec = header["arrays"][k]
+            count = spec["shape"][0]
+            offsets = np.fromfile(
+                self._path(g), dtype=spec["dtype"], count=count, offset=spec["offset"]
+            )
+            length = header["arrays"][values]["shape"][0]
+            if len(offsets) != count or offsets[0] != 0 or offsets[-1] != length:
+                raise ValueError(f"row group {g}'s offsets do not span its values")
+            moved = offsets.astype("<i8") + base
+            out.write((moved if g == 0 else moved[1:]).tobytes())
+            base += length
+
+    def drop_groups(self, groups: int) -> None:
+        """Remove the files of row groups ``0 .. groups - 1`` (``rows.bin`` holds them)."""
+        for g in range(groups):
+            with contextlib.suppress(OSError):
+                self._path(g).unlink()
 
     def load_rows(self) -> Columns | None:
         """The whole file's rows mapped from ``rows.bin`` (one block, as
@@ -288,6 +327,12 @@ class SpillFolder:
 
 _CHUNK = 16 << 20
 """Bytes copied at a time into ``rows.bin``."""
+
+
+def _spec_nbytes(spec: dict[str, Any]) -> int:
+    """The bytes of the array a header entry describes."""
+    count = int(np.prod(spec["shape"], dtype=np.int64))
+    return count * int(np.dtype(spec["dtype"]).itemsize)
 
 
 def _map(path: Path) -> Columns | None:

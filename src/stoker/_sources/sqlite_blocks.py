@@ -18,6 +18,7 @@ import numpy as np
 
 from .block_gather import which_blocks
 from .columns import Column, columns_nbytes
+from .decode_cache import count_decode, count_hits
 
 __all__ = ["BlockStore"]
 
@@ -89,6 +90,7 @@ class BlockStore:
         # row i + offset[i // block_rows] of the arrays.
         self._offset = np.full(blocks, _ABSENT, dtype=np.int64)
         self._used = np.zeros(blocks, dtype=np.int64)  # block -> when it was last gathered
+        self._seen = np.zeros(blocks, dtype=bool)  # block -> read before (for the stats)
         self._clock = 0
         self._pins: list[int] = []  # slot -> batches gathering from it now
         self._sizes: list[int] = []  # slot -> bytes of its block
@@ -108,7 +110,9 @@ class BlockStore:
             positions += indices
             if len(positions) and positions.min() < 0:
                 return None
-            return self._take(positions, numbers)
+            taken = self._take(positions, numbers)
+        count_hits(len(which_blocks(numbers)[0]))
+        return taken
 
     def gather(self, indices: np.ndarray) -> list[Column]:
         """The columns of records ``indices`` (int64), in that order; the blocks they
@@ -154,6 +158,7 @@ class BlockStore:
                         if offset != _ABSENT:
                             self._pins[offset // size + block] += 1
                             pinned.append(block)
+                            count_hits(1)
                         elif block in self._reading:
                             waits.append(self._reading[block])
                             later.append(block)  # look again once it is read
@@ -175,6 +180,8 @@ class BlockStore:
             for block in blocks:
                 columns = self._read(block)
                 nbytes = columns_nbytes({str(k): c for k, c in enumerate(columns)})
+                count_decode(nbytes, again=bool(self._seen[block]))
+                self._seen[block] = True
                 with self._lock:
                     slot = self._install(block, columns, nbytes)
                     self._pins[slot] += 1

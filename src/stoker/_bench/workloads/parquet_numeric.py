@@ -105,12 +105,15 @@ class PerRowParquet:
     """A map-style dataset for torch that reads one row per ``__getitem__`` with pyarrow.
 
     The file is opened on first use in each worker (the handle is not pickled); the
-    last ``CACHED_GROUPS`` decoded row groups are kept. A row is
+    last ``cached_groups`` decoded row groups are kept. A row is
     ``table.slice(i, 1).to_pylist()[0]``: a dict of Python floats and an int.
     """
 
-    def __init__(self, path: Path, group_rows: list[int]) -> None:
+    def __init__(
+        self, path: Path, group_rows: list[int], cached_groups: int = CACHED_GROUPS
+    ) -> None:
         self._path = str(path)
+        self._cached_groups = cached_groups
         self._starts = np.concatenate([[0], np.cumsum(group_rows)])
         self._file: Any = None
         self._groups: dict[int, Any] = {}
@@ -127,7 +130,7 @@ class PerRowParquet:
             if self._file is None:
                 self._file = module("pyarrow.parquet").ParquetFile(self._path)
             table = self._file.read_row_group(group)
-            if len(self._groups) >= CACHED_GROUPS:
+            if len(self._groups) >= self._cached_groups:
                 del self._groups[next(iter(self._groups))]
         self._groups[group] = table  # the most recently used is last
         return table
