@@ -16,18 +16,11 @@ from typing import Any
 
 import cloudpickle
 
-from ..errors import ConfigError
+from ..errors import NotPicklable
 
 __all__ = ["NotPicklable", "dumps_for_workers", "find_unpicklable"]
 
 _DEPTH = 8
-
-
-class NotPicklable(ConfigError, TypeError):
-    """A part of the pipeline that cannot be sent to process workers.
-
-    Also a ``TypeError`` (what pickling raises), so existing handlers still catch it.
-    """
 
 
 def _picklable(value: Any) -> bool:
