@@ -1,6 +1,6 @@
 """Ctrl-C in the training loop: a real SIGINT while ``next()`` waits loses nothing.
 
-The same iterator goes on with the batch it was waiting for (README, "Failures").
+The same iterator goes on with the batch it was waiting for (docs/guide.md, "Failures").
 Ctrl-C that interrupts a batch being built on the caller's own thread ends the
 iterator; its state resumes right after the last batch it yielded.
 """
