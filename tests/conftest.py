@@ -1,4 +1,5 @@
 import os
+import signal
 import tempfile
 import threading
 import time
@@ -35,6 +36,22 @@ def no_thread_leak():
             return
         time.sleep(0.01)
     pytest.fail(f"threads left running: {[t.name for t in left]}")
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C (SIGINT) raises ``KeyboardInterrupt`` during the test, as in a terminal.
+
+    A test run started in the background (``cmd &`` in a script, ``nohup``, some CI
+    runners) inherits SIGINT ignored, and Python then installs no handler: a test that
+    presses Ctrl-C would wait for an interrupt that never comes. Tests that send
+    SIGINT use this fixture; the handler in force before is restored after the test.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

@@ -12,17 +12,33 @@ def test_every_public_name_is_exported_once_and_exists():
 
 
 def test_errors_share_one_root():
-    for name in (
-        "StateError",
-        "ConfigError",
-        "WorkerError",
-        "WorkerCrashed",
-        "LoaderTimeout",
-        "CollateError",
-        "NotSupportedError",
-        "FilteredOut",
-    ):
+    for name in sk.errors.__all__:
         assert issubclass(getattr(sk, name), sk.StokerError)
+        assert getattr(sk, name) is getattr(sk.errors, name)
+        assert name in sk.__all__, name
+
+
+def test_every_error_class_is_declared_in_errors_py_and_drawn_in_its_tree():
+    """A stoker error declared in another module could not be caught by a name users
+    can import; every one lives in ``stoker/errors.py`` and its docstring's tree."""
+    import ast
+
+    public = set(sk.errors.__all__)
+    elsewhere = []
+    for path in pathlib.Path(sk.__file__).parent.rglob("*.py"):
+        if path.name == "errors.py" and path.parent.name == "stoker":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {
+                    b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases
+                }
+                if bases & public:
+                    elsewhere.append(f"{path.name}: {node.name}")
+    assert not elsewhere
+    tree = sk.errors.__doc__ or ""
+    for name in public:
+        assert f"── {name}" in tree or name == "StokerError", name
 
 
 def test_package_is_typed():

@@ -63,7 +63,10 @@ from .errors import DecodeError as DecodeError
 from .errors import FilteredOut as FilteredOut
 from .errors import IteratorFailed as IteratorFailed
 from .errors import LoaderTimeout as LoaderTimeout
+from .errors import MissingExtra as MissingExtra
+from .errors import NotPicklable as NotPicklable
 from .errors import NotSupportedError as NotSupportedError
+from .errors import RecordValueError as RecordValueError
 from .errors import StateError as StateError
 from .errors import StokerError as StokerError
 from .errors import TarShardError as TarShardError
@@ -90,9 +93,12 @@ __all__ = [
     "LoaderIterator",
     "LoaderStats",
     "LoaderTimeout",
+    "MissingExtra",
+    "NotPicklable",
     "NotSupportedError",
     "Progress",
     "RandomSampler",
+    "RecordValueError",
     "Sampler",
     "SequentialSampler",
     "Shard",

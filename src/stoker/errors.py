@@ -5,13 +5,16 @@ Every error stoker raises on purpose derives from :class:`StokerError`::
     StokerError
     ├── StateError (also ValueError)   a saved state that does not fit this loader
     ├── ConfigError (also ValueError)  an argument that cannot work, raised when the loader is built
+    │   └── NotPicklable (also TypeError)  a part of the pipeline that cannot go to process workers
     ├── CollateError (also ValueError) records that cannot be stacked into one batch
     ├── NotSupportedError              a combination stoker does not offer (yet)
+    │   └── MissingExtra (also ImportError)  a source's optional dependency is not installed
     ├── FilteredOut (also LookupError) ``ds[i]`` on a record that a filter removed
     ├── IteratorFailed (also RuntimeError)  ``next()`` on an iterator that already raised
     ├── WorkerError                    an exception in a worker that could not be rebuilt as itself
     │   └── WorkerCrashed              a worker process died (signal, segfault, out of memory)
     ├── LoaderTimeout (also TimeoutError)  no batch arrived within ``timeout`` seconds
+    ├── RecordValueError (also ValueError)  a value read from a source that does not fit its column
     ├── TarShardError (also ValueError)  a tar shard with an unsafe member, truncated or corrupt
     └── DecodeError (also ValueError)  an image that cannot be decoded (``stoker.vision``)
 
@@ -28,7 +31,10 @@ __all__ = [
     "FilteredOut",
     "IteratorFailed",
     "LoaderTimeout",
+    "MissingExtra",
+    "NotPicklable",
     "NotSupportedError",
+    "RecordValueError",
     "StateError",
     "StokerError",
     "TarShardError",
@@ -62,6 +68,30 @@ class CollateError(StokerError, ValueError):
 
 class NotSupportedError(StokerError, NotImplementedError):
     """A feature or combination of options that stoker does not offer (yet)."""
+
+
+class NotPicklable(ConfigError, TypeError):
+    """A part of the pipeline that cannot be sent to process workers.
+
+    The message names the part (``.dataset.fn``, ``[0]``, ...) and how to make it
+    picklable or open it in each worker. Also a ``TypeError`` (what pickling raises),
+    so existing handlers still catch it.
+    """
+
+
+class MissingExtra(NotSupportedError, ImportError):
+    """An optional dependency that a source needs is not installed.
+
+    The message names the ``pip install 'stoker[extra]'`` that installs it.
+    """
+
+
+class RecordValueError(StokerError, ValueError):
+    """A value read from a source that does not fit its column's kind.
+
+    The kind was fixed when the dataset was built; the message names the column and
+    the row, and how to make the data fit (a cast in the query, ``dtypes=``).
+    """
 
 
 class FilteredOut(StokerError, LookupError):

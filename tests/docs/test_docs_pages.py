@@ -45,3 +45,15 @@ def test_the_python_blocks_of_a_page_run(tmp_path, page):
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Traceback" not in result.stderr, result.stderr[-4000:]
+
+
+def test_the_error_list_names_every_public_error():
+    """The errors page's table (and the README's list) name every class in
+    ``stoker.errors``: a new user looking up an error finds it."""
+    from stoker import errors
+
+    table = (DOCS / "api" / "errors.md").read_text(encoding="utf-8")
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    for name in errors.__all__:
+        assert f"| `{name}` |" in table, name
+        assert f"`{name}`" in readme or f"`sk.{name}`" in readme, name

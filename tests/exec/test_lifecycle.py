@@ -200,6 +200,7 @@ def _ctrl_c(worker_pids):
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")  # also when the run was started with SIGINT ignored
 @pytest.mark.parametrize("mode", MODES)
 def test_ctrl_c_while_waiting_keeps_the_iterator_and_its_workers(mode, tmp_path):
     gate = tmp_path / "gate"

@@ -1,6 +1,6 @@
 """Ctrl-C in the training loop: a real SIGINT while ``next()`` waits loses nothing.
 
-The same iterator goes on with the batch it was waiting for (README, "Failures").
+The same iterator goes on with the batch it was waiting for (docs/guide.md, "Failures").
 Ctrl-C that interrupts a batch being built on the caller's own thread ends the
 iterator; its state resumes right after the last batch it yielded.
 """
@@ -15,7 +15,8 @@ import pytest
 import stoker as sk
 from exec.gates import held_back
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
+# ctrl_c_raises: SIGINT raises here even when the test run was started with it ignored.
+pytestmark = pytest.mark.usefixtures("no_leaks", "ctrl_c_raises")
 
 WAITING = [
     pytest.param({"num_workers": 2, "worker_mode": "thread"}, id="thread-workers"),
@@ -75,3 +76,34 @@ def test_ctrl_c_inside_a_batch_built_on_the_callers_thread_ends_the_iterator(tmp
     state = json.loads(json.dumps(it.state_dict()))
     got += [b.tolist() for b in loader.iter(state=state)]
     assert got == expected
+
+
+def test_a_test_run_started_with_sigint_ignored_still_presses_ctrl_c():
+    """CI may start the test command in the background, where SIGINT is inherited as
+    ignored (and survives exec): the Ctrl-C tests install their own handler, so one
+    of them passes in such a run too."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    test = (
+        "tests/loader/test_ctrl_c.py::"
+        "test_the_same_iterator_goes_on_after_ctrl_c_while_waiting[thread-workers]"
+    )
+    pytest_args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
+    code = (
+        "import os, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        f"os.execv(sys.executable, {pytest_args!r})\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "1 passed" in result.stdout

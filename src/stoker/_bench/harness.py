@@ -249,6 +249,9 @@ def run(settings: Settings, out: TextIO | None = None, err: TextIO | None = None
     checked = sum(len(result.checks) for result in results)
     if not failures:
         print(f"verified: {checked} loaders produced the expected batches", file=out)
+    summary = report.target_summary(results)
+    if summary:
+        print(summary, file=out)
     print(f"total {elapsed:.1f} s", file=out, flush=True)
     document = to_json(settings, machine, results, elapsed)
     if settings.json_path is not None:

@@ -1,7 +1,7 @@
 """The printed report: a one-line header about the machine, a table of results, and notes.
 
 The notes under the table say how close rows with a known limit came to it, and
-whether each workload's targets were met.
+whether each workload's targets were met; the closing line counts the targets met.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .results import Row, TargetResult, WorkloadResult
 
-__all__ = ["header", "notes", "table", "workloads"]
+__all__ = ["header", "notes", "table", "target_summary", "workloads"]
 
 COLUMNS = (
     "workload",
@@ -125,6 +125,30 @@ def notes(results: list[WorkloadResult]) -> str:
                 )
     for result in results:
         for target in result.target_results():
-            verdict = {True: "met", False: "MISSED", None: "not measured"}[target.met]
+            verdict = {True: "met", False: "not met", None: "not measured"}[target.met]
             lines.append(f"target {verdict}: {result.name} / {target.loader}: {_target(target)}")
     return "\n".join(lines)
+
+
+def target_summary(results: list[WorkloadResult]) -> str:
+    """One calm closing line: how many targets were met here, and where they are explained.
+
+    Targets are ratios stoker aims for against torch on a 2-core machine; a busy or
+    different machine may fall short of some, which says nothing about whether the
+    batches were right (the ``verified`` line says that). Empty when no workload has
+    targets.
+
+    Example:
+        >>> target_summary([])
+        ''
+    """
+    verdicts = [t.met for result in results for t in result.target_results()]
+    if not verdicts:
+        return ""
+    measured = [met for met in verdicts if met is not None]
+    where = "see docs/benchmarks.md for what they mean"
+    if not measured:
+        return f"targets: none measured (they compare with torch, not run here); {where}"
+    unmeasured = len(verdicts) - len(measured)
+    rest = f", {unmeasured} not measured" if unmeasured else ""
+    return f"targets: {sum(measured)} of {len(measured)} met on this machine{rest}; {where}"

@@ -16,18 +16,11 @@ from typing import Any
 
 import cloudpickle
 
-from ..errors import ConfigError
+from ..errors import NotPicklable
 
 __all__ = ["NotPicklable", "dumps_for_workers", "find_unpicklable"]
 
 _DEPTH = 8
-
-
-class NotPicklable(ConfigError, TypeError):
-    """A part of the pipeline that cannot be sent to process workers.
-
-    Also a ``TypeError`` (what pickling raises), so existing handlers still catch it.
-    """
 
 
 def _picklable(value: Any) -> bool:
@@ -110,7 +103,7 @@ def dumps_for_workers(value: Any) -> bytes:
         >>> dumps_for_workers(Data())
         Traceback (most recent call last):
         ...
-        stoker._exec.pickling.NotPicklable: Data._lock: _thread.lock cannot be sent ...
+        stoker.errors.NotPicklable: Data._lock: _thread.lock cannot be sent ...
 
     Errors:
         NotPicklable: naming the attribute and how to open it in each worker.

@@ -21,7 +21,6 @@ import os
 import pickle
 import threading
 import time
-import weakref
 from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -32,6 +31,7 @@ from .diagnosis import crash_message, dump_stacks
 from .executor import cancel_future
 from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
+from .live import track
 from .queue import QueuedExecutor
 from .slots import SlotRef, SlotRing, views
 from .worker import PackedError, worker_main
@@ -137,7 +137,7 @@ class ProcessExecutor(QueuedExecutor):
             raise
         self._reader = threading.Thread(target=self._read, name="stoker-results", daemon=True)
         self._reader.start()
-        _live.add(self)
+        track(self)
 
     @property
     def restarts(self) -> int:
@@ -367,6 +367,10 @@ class ProcessExecutor(QueuedExecutor):
             "for the record that kills them (memory, a C extension), or raise max_restarts="
         )
 
+    def worker_processes(self) -> list[Any]:
+        """The ``multiprocessing`` process objects of this executor's workers, ended ones too."""
+        return [worker.process for worker in self._workers + self._dead]
+
     # -- ending ---------------------------------------------------------------------
 
     def close(self) -> None:
@@ -399,25 +403,6 @@ class ProcessExecutor(QueuedExecutor):
         self._ring.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
-
-
-_live: weakref.WeakSet[ProcessExecutor] = weakref.WeakSet()
-
-
-def _forget_workers_in_child() -> None:
-    """After ``os.fork()``: the parent's workers are not this process's children.
-
-    Without this, multiprocessing's exit handler in a forked child would SIGTERM the
-    parent's daemon workers, which it finds in the inherited list of children.
-    """
-    children = getattr(multiprocessing.process, "_children", None)
-    for executor in list(_live):
-        for worker in executor._workers + executor._dead:
-            if children is not None:
-                children.discard(worker.process)
-
-
-os.register_at_fork(after_in_child=_forget_workers_in_child)
 
 
 def _close_conns(worker: _Worker) -> None:

@@ -5,13 +5,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..errors import NotSupportedError
+from ..errors import MissingExtra
 
 __all__ = ["MissingExtra", "require"]
-
-
-class MissingExtra(NotSupportedError, ImportError):
-    """An optional dependency that a source needs is not installed."""
 
 
 def require(module: str, extra: str) -> ModuleType:

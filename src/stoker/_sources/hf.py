@@ -22,9 +22,9 @@ from .._context import Context
 from .._hosts import Shard
 from .._iterdataset import Cursor, StreamNode, parent_state, state_count
 from .._shm import is_sharing
-from ..errors import ConfigError, StateError
+from ..errors import ConfigError, MissingExtra, StateError
 from .columns import Columns
-from .extras import MissingExtra, require
+from .extras import require
 from .shared import SharedArray, share_lock
 from .table import TableDataset
 

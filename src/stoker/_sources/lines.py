@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, NotSupportedError
+from ..errors import ConfigError, NotSupportedError, RecordValueError
 from .columns import Column, Columns
 from .line_index import record_spans
 from .listing import is_glob
 from .table import TableDataset
-from .values import RecordValueError, infer_kind, take_rows, to_column
+from .values import infer_kind, take_rows, to_column
 
 __all__ = ["CsvDataset", "JsonlDataset", "LinesDataset", "from_csv", "from_jsonl"]
 

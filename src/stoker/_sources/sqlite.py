@@ -110,7 +110,7 @@ class SQLiteDataset(TableDataset):
         out of a pickle, so each worker opens its own.
 
     Errors:
-        :class:`~stoker._sources.values.RecordValueError` when a row read holds a
+        :class:`~stoker.errors.RecordValueError` when a row read holds a
         value its column's kind cannot hold (a NULL outside a REAL column, text in an
         INTEGER column); a ``RuntimeError`` when the table or the query's row count
         changed after the dataset was built. See :func:`from_sqlite` for build errors.

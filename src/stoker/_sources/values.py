@@ -28,20 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import StokerError
+from ..errors import RecordValueError
 from .columns import Column, Ragged
 
 __all__ = ["KINDS", "RecordValueError", "infer_kind", "take_rows", "to_column"]
 
 KINDS = ("int", "float", "bool", "str", "bytes", "list[int]", "list[float]", "object")
-
-
-class RecordValueError(StokerError, ValueError):
-    """A value read from a source that does not fit its column's kind.
-
-    The kind was fixed when the dataset was built; the message names the column and
-    the row, and how to make the data fit (a cast in the query, ``dtypes=``).
-    """
 
 
 def _python_kind(value: Any) -> str | None:

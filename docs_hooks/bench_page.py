@@ -11,7 +11,7 @@ both loaders of a run together, so same-run ratios are steadier than ratios of m
 
 The page ``benchmarks.md`` holds the prose; the line ``<!-- bench-tables -->`` in it
 is replaced by the tables. Run this file directly to print them:
-``python docs/hooks/bench_page.py bench/results``.
+``python docs_hooks/bench_page.py bench/results``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 MARKER = "<!-- bench-tables -->"
 FORMAT = "stoker-bench/1"
 _RUN = re.compile(r"^(?P<series>.+?)(?:-run(?P<run>\d+))?$")
-_RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 
 
 def load_series(paths: Iterable[Path]) -> dict[str, list[dict[str, Any]]]:
