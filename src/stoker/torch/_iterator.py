@@ -57,6 +57,23 @@ def _end(source: LoaderIterator[Any], life: WorkerLife) -> None:
     life.leave()
 
 
+def _too_many(name: str, length: int, yielded: int, workers: int) -> str:
+    """PyTorch's warning, word for word, for an ``IterableDataset`` that yields more
+    batches than the ``len(dataset)`` read by ``len(loader)``."""
+    message = (
+        f"Length of IterableDataset {name} was reported to be {length}"
+        f"(when accessing len(dataloader)), but {yielded} samples have been fetched. "
+    )
+    if workers > 0:
+        message += (
+            "For multiprocessing data-loading, this could be caused by not properly configuring "
+            "the IterableDataset replica at each worker. Please see "
+            "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for "
+            "examples."
+        )
+    return message
+
+
 class TorchLoaderIterator:
     """One pass of a :class:`stoker.torch.DataLoader`: batches shaped as PyTorch's.
 
@@ -76,6 +93,7 @@ class TorchLoaderIterator:
         extra: Callable[[bool], dict[str, Any]],
         len_called: int | None = None,
         name: str = "",
+        workers: int = 0,
     ) -> None:
         self._source = source
         self._shape = shape
@@ -84,6 +102,7 @@ class TorchLoaderIterator:
         self._extra = extra
         self._len_called = len_called
         self._name = name
+        self._workers = workers
         self._yielded = 0
         self._done = False
         self._finalizer = weakref.finalize(self, _end, source, life)
@@ -100,13 +119,8 @@ class TorchLoaderIterator:
             raise
         self._yielded += 1
         if self._len_called is not None and self._yielded > self._len_called:
-            warnings.warn(  # PyTorch's words
-                f"Length of IterableDataset {self._name} was reported to be "
-                f"{self._len_called} (when accessing len(dataloader)), but {self._yielded} "
-                "samples have been fetched. For multiprocessing data-loading, this could be "
-                "caused by not properly configuring the IterableDataset replica at each worker.",
-                stacklevel=2,
-            )
+            message = _too_many(self._name, self._len_called, self._yielded, self._workers)
+            warnings.warn(message, stacklevel=2)
         batch = self._shape(batch)
         return pinned(batch) if self._pin else batch
 
