@@ -93,6 +93,14 @@ class IterDataset(Generic[T]):
         return False
 
     @property
+    def opens_with_state(self) -> bool:
+        """True when a reader's state is worth saving before its first record: it holds
+        more than a position (a PyTorch dataset that keeps the process's RNG state in
+        its own). Read without workers, such a stream is opened, and its state taken or
+        restored, as its pass starts."""
+        return False
+
+    @property
     def releases_gil(self) -> bool:
         """True when reading the stream (this node and its parents) releases the GIL;
         see :attr:`Dataset.releases_gil`. False unless a node says otherwise."""
@@ -101,6 +109,16 @@ class IterDataset(Generic[T]):
     def _open(self, ctx: Context, state: dict[str, Any] | None) -> StreamCursor[T]:
         """Start reading at ``state`` (None: the beginning), only ``ctx.shard``'s part."""
         return open_user_stream(self, state, ctx.shard)
+
+    def _next_pass_state(self, end: dict[str, Any] | None, shard: Shard) -> dict[str, Any] | None:
+        """The state that opens reader ``shard``'s next pass, given its state ``end`` at
+        the end of a pass (None: start afresh).
+
+        A user's stream with ``state_dict()`` keeps state of its own across passes (say,
+        the epochs it counted): a loader state saved at the end of an epoch carries it,
+        so that a restored stream goes on as the uninterrupted one does.
+        """
+        return user_next_pass_state(self, end, shard)
 
     def _mixture_report(self, state: dict[str, Any] | None) -> list[SourceShare] | None:
         """Each mixed source's realised share at the loader ``state`` (None: no mix)."""
@@ -231,6 +249,9 @@ class StreamNode(IterDataset[T]):
         shard each read and its state; None: not started) are dealt anew. Elastic only."""
         raise NotImplementedError(f"{type(self).__name__} is not elastic")
 
+    def _next_pass_state(self, end: dict[str, Any] | None, shard: Shard) -> dict[str, Any] | None:
+        return None  # a pass of stoker's own stages is a function of (seed, epoch)
+
     def __iter__(self) -> Iterator[T]:
         state, self._pending = self._pending, None
         self._live = self._open(DEFAULT_CONTEXT, state)
@@ -256,6 +277,6 @@ class StreamNode(IterDataset[T]):
 
 
 # The stage classes import IterDataset from this module, so they come last.
-from ._sources.iterable import open_user_stream  # noqa: E402
+from ._sources.iterable import open_user_stream, user_next_pass_state  # noqa: E402
 from ._transforms.stream import BatchedStream, FilteredStream, MappedStream  # noqa: E402
 from ._transforms.stream_shuffle import ShuffledStream  # noqa: E402

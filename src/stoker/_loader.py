@@ -27,7 +27,7 @@ from ._pass import PassSpec
 from ._sampling.base import Sampler
 from ._sampling.choice import loader_sampler
 from ._sources.wrap import as_dataset
-from ._state import CARRY, STREAM, check_state, loader_header, position_state
+from ._state import CARRY, STREAM, check_state, continued, loader_header, position_state
 from .errors import ConfigError
 
 __all__ = ["DataLoader"]
@@ -423,7 +423,7 @@ class DataLoader(Generic[B]):
                 state, self._pending = self._pending, None
             elif self._box.finished and self._box.state is not None:
                 # Continue where the last full pass ended (the rollover carry included).
-                state = self._box.state
+                state = continued(self._box.state)
         if state is not None:
             state = check_state(state, self._header(), self._sampler)
             epoch = state["epoch"]

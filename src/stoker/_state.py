@@ -46,10 +46,12 @@ __all__ = [
     "ENDED",
     "EPOCH",
     "FORMAT",
+    "HELD",
     "HOST",
     "HOSTS",
     "KIND",
     "NEXT",
+    "NEXT_PASS",
     "PARTS",
     "SAMPLER",
     "SCHEMA",
@@ -60,6 +62,7 @@ __all__ = [
     "ahead_of",
     "check_fields",
     "check_state",
+    "continued",
     "loader_header",
     "parts_state",
     "position_state",
@@ -81,6 +84,11 @@ HOST = "host"
 TORCH = "torch"
 # The keys of a stream state read by workers (``"stream"`` with workers).
 PARTS, STATES, NEXT, ENDED, ELASTIC, HOSTS = "parts", "states", "next", "ended", "elastic", "hosts"
+# A stream state carried from the end of a pass into the next (``"stream"`` of a
+# state that starts an epoch): the readers' states for a stream that keeps state of
+# its own across passes (see ``IterDataset._next_pass_state``).
+NEXT_PASS = "next_pass"
+HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,21 @@ def with_ahead(state: dict[str, Any], ahead: Sequence[int]) -> dict[str, Any]:
         {'batches': 3, 'ahead': [5]}
     """
     return {**state, AHEAD: list(ahead)} if ahead else state
+
+
+def continued(state: dict[str, Any]) -> dict[str, Any]:
+    """``state``, saved at the end of a pass, as the same loader's next pass starts
+    from it: the readers that ended the pass still hold the stream states carried for
+    a restore (``HELD``), so they report them but do not load them again.
+
+    Example:
+        >>> continued({"epoch": 1, "stream": {"next_pass": {"i": 0}}})
+        {'epoch': 1, 'stream': {'next_pass': {'i': 0}, 'held': True}}
+    """
+    stream = state.get(STREAM)
+    if isinstance(stream, Mapping) and NEXT_PASS in stream:
+        return {**state, STREAM: {NEXT_PASS: stream[NEXT_PASS], HELD: True}}
+    return state
 
 
 def parts_state(

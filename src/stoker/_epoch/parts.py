@@ -37,7 +37,8 @@ from .._elastic import (
     worker_count_error,
 )
 from .._hosts import ONE_HOST, Shard
-from .._state import ENDED, NEXT, PARTS, STATES, STREAM, parts_state
+from .._iterdataset import IterDataset
+from .._state import ENDED, HELD, NEXT, NEXT_PASS, PARTS, STATES, STREAM, parts_state
 from .jobs import EMPTY, Done, Job, Submits
 from .plan import Item, ReadAhead, _Plan
 
@@ -79,6 +80,9 @@ class StreamParts(_Plan):
         self._token = 0
         self._on_done: Callable[[Done], None] = _ignore
         parts = None if state is None else state.get(STREAM)
+        held = False  # the parts' carried states are held by their readers already
+        if isinstance(parts, dict) and NEXT_PASS in parts:  # carried from the last pass
+            parts, held = parts[NEXT_PASS], bool(parts.get(HELD))
         self._dataset = dataset
         self._elastic = elastic_dataset(dataset)
         if self._elastic is not None:
@@ -86,7 +90,10 @@ class StreamParts(_Plan):
         else:
             restored = self._restore(parts)
         self._states, self._next, self._ended = restored
-        self._opened = list(self._states)  # where each part's cursor starts
+        # Where each part's cursor starts; until it hands out a batch, its state is
+        # the one restored (or carried, and held by its reader) from the last pass.
+        self._opened = [None] * num_parts if held else list(self._states)
+        self._ends: list[dict[str, Any] | None] = [None] * num_parts  # states after the end
         self._inflight: list[deque[tuple[Job, Future[Done]]]] = [deque() for _ in range(num_parts)]
         self._unbatched: list[deque[tuple[Any, dict[str, Any]]]] = [
             deque() for _ in range(num_parts)
@@ -127,7 +134,26 @@ class StreamParts(_Plan):
     def final_state(self) -> dict[str, Any]:
         if self._elastic is not None:
             return self._next_epoch_state(stream=fresh_state(self._hosts, self._n))
-        return self._next_epoch_state(stream=None)
+        carried = self._carried()
+        return self._next_epoch_state(stream=None if carried is None else {NEXT_PASS: carried})
+
+    def _carried(self) -> dict[str, Any] | None:
+        """The parts' states that open the next pass of a stream with state of its own
+        (None: start afresh), from their states after they ended."""
+        dataset = self._dataset
+        if not isinstance(dataset, IterDataset):
+            return None
+        states = [
+            dataset._next_pass_state(state, self._whole(part))
+            for part, state in enumerate(self._ends)
+        ]
+        if all(s is None for s in states):
+            return None
+        return parts_state(states, 0, [False] * self._n)
+
+    def _whole(self, part: int) -> Shard:
+        """The part of the hosts' whole stream that worker ``part`` of this host reads."""
+        return Shard(self._hosts.index * self._n + part, self._hosts.count * self._n)
 
     # -- jobs -----------------------------------------------------------------------
 
@@ -139,8 +165,7 @@ class StreamParts(_Plan):
         count = self._batch_size or _UNBATCHED_CHUNK
         while not self._ended[part] and len(queue) < self._depth:
             # Host h's worker k reads part h * n + k of the hosts' n * count parts.
-            whole = Shard(self._hosts.index * self._n + part, self._hosts.count * self._n)
-            ctx = Context(self._seed, self._epoch, shard=whole)
+            ctx = Context(self._seed, self._epoch, shard=self._whole(part))
             self._seq += 1
             job = Job(
                 self._seq,
@@ -201,13 +226,18 @@ class StreamParts(_Plan):
             self._on_done(done)
             if self._batch_size is None:
                 records: list[Any] = done.value
+                states = done.states or []
+                if len(states) > len(records):  # the part ended: its state after the end
+                    self._ends[part] = states.pop()
                 if len(records) < _UNBATCHED_CHUNK:
                     self._end(part)
-                self._unbatched[part].extend(zip(records, done.states or [], strict=True))
+                self._unbatched[part].extend(zip(records, states, strict=True))
                 continue
             count = done.count
             if done.value is EMPTY or count < self._batch_size:
                 self._end(part)
+                if done.states:
+                    self._ends[part] = done.states[-1]  # taken after the part ended
                 if done.value is EMPTY or self._drop:
                     if done.states:
                         self._states[part] = done.states[-1]

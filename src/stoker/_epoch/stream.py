@@ -15,7 +15,7 @@ from .._elastic import (
 )
 from .._hosts import ONE_HOST, Shard
 from .._iterdataset import IterDataset, StreamCursor
-from .._state import PARTS, STREAM
+from .._state import HELD, NEXT_PASS, PARTS, STREAM
 from .plan import Item, _Plan
 
 __all__ = ["StreamPlan"]
@@ -45,8 +45,14 @@ class StreamPlan(_Plan):
         self._last_batch = last_batch
         self._stream_state: dict[str, Any] | None = None if state is None else state[STREAM]
         self._hosts = hosts
+        self._dataset = dataset
         self._elastic = elastic_dataset(dataset)
         start = self._stream_state
+        if isinstance(start, dict) and NEXT_PASS in start:  # carried from the last pass
+            held = bool(start.get(HELD))
+            self._stream_state = {NEXT_PASS: start[NEXT_PASS]}  # until the first batch
+            # The same reader still holds it (a continued pass), or a restore loads it.
+            start = None if held else start[NEXT_PASS]
         if self._elastic is None and isinstance(start, dict) and PARTS in start:
             raise worker_count_error(int(start[PARTS]), 0, dataset)  # saved with workers
         if self._elastic is not None:  # one reader, in the elastic format (see _elastic.py)
@@ -55,6 +61,10 @@ class StreamPlan(_Plan):
         self._cursor: StreamCursor[Any] = dataset._open(
             Context(seed, self._epoch, shard=hosts), start
         )
+        if dataset.opens_with_state:  # opened now, its state taken (or restored) now
+            opened = self._cursor.state_dict()
+            if self._stream_state is None:
+                self._stream_state = opened
 
     def state(self) -> dict[str, Any]:
         if self._elastic is not None:
@@ -64,7 +74,10 @@ class StreamPlan(_Plan):
     def final_state(self) -> dict[str, Any]:
         if self._elastic is not None:
             return self._next_epoch_state(stream=fresh_state(self._hosts, 1))
-        return self._next_epoch_state(stream=None)
+        # The cursor has ended: its state now is where a stream with state of its own
+        # (an epoch it counts) starts its next pass.
+        carried = self._dataset._next_pass_state(self._cursor.state_dict(), self._hosts)
+        return self._next_epoch_state(stream=None if carried is None else {NEXT_PASS: carried})
 
     def next_item(self) -> Item | None:
         if self._done:

@@ -244,7 +244,8 @@ class Runtime:
                 if not self._batched:
                     states.append(cursor.state_dict())
         except StopIteration:
-            pass
+            if not self._batched:  # one state more: the part's state after it ended
+                states.append(cursor.state_dict())
         except Exception as exc:
             add_location(exc, None, f"record {len(records)} of {job.where}")
             raise

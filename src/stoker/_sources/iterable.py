@@ -13,7 +13,13 @@ from .._iterdataset import Cursor, IterDataset, StreamNode, state_count
 from .._typing import is_marked
 from ..errors import ConfigError, StateError
 
-__all__ = ["CountingCursor", "FromIterable", "from_iterable", "open_user_stream"]
+__all__ = [
+    "CountingCursor",
+    "FromIterable",
+    "from_iterable",
+    "open_user_stream",
+    "user_next_pass_state",
+]
 
 T = TypeVar("T")
 State = dict[str, Any]
@@ -70,20 +76,38 @@ class CountingCursor(Cursor[T]):
 
 
 class _UserStateCursor(Cursor[T]):
-    """Reads a user ``IterDataset`` that implements ``state_dict``/``load_state_dict``."""
+    """Reads a user ``IterDataset`` that implements ``state_dict``/``load_state_dict``.
 
-    def __init__(self, ds: IterDataset[T], state: State | None) -> None:
-        self._ds, self._state = ds, state
+    Read whole, its state is the dataset's own. As part ``index`` of ``count`` (a
+    stream read whole by every worker, each keeping every ``count``-th record), it is
+    ``{"kept": k, "own": ...}``: the records kept and the dataset's state right after
+    the last of them, from which the next kept record is ``count - 1`` records on.
+    """
+
+    def __init__(self, ds: IterDataset[T], state: State | None, part: Shard | None) -> None:
+        self._ds, self._part = ds, part
+        self._kept = 0
+        if part is not None:
+            self._kept = state_count(state, "kept", type(ds).__name__)
+            state = None if state is None else state.get("own")
+        self._state = state
         self._it: Iterator[T] | None = None
 
     def _start(self) -> Iterator[T]:
         if self._state is not None:
             self._ds.load_state_dict(self._state)
-        self._it = iter(self._ds)
-        return self._it
+        it: Iterator[T] = iter(self._ds)
+        part = self._part
+        if part is not None:
+            skip = part.index if self._kept == 0 else part.count - 1
+            it = itertools.islice(it, skip, None, part.count)
+        self._it = it
+        return it
 
     def __next__(self) -> T:
-        return next(self._it if self._it is not None else self._start())
+        record = next(self._it if self._it is not None else self._start())
+        self._kept += 1
+        return record
 
     def state_dict(self) -> State:
         if self._it is None:
@@ -95,7 +119,24 @@ class _UserStateCursor(Cursor[T]):
                 f"{type(self._ds).__name__}.state_dict() must return a dict of JSON types "
                 f"(dict, list, str, int, float, bool, None), but {problem or 'it is not a dict'}"
             )
+        if self._part is not None:
+            return {"kept": self._kept, "own": state}
         return state
+
+
+def _has_state(ds: IterDataset[Any]) -> bool:
+    cls = type(ds)
+    return (
+        cls.state_dict is not IterDataset.state_dict
+        and cls.load_state_dict is not IterDataset.load_state_dict
+    )
+
+
+def _several(ds: IterDataset[Any], shard: Shard | None) -> Shard | None:
+    """``shard`` when ``ds`` is read whole by each of several readers, else None."""
+    if shard is not None and shard.count > 1 and not ds.shards_itself:
+        return shard
+    return None
 
 
 def open_user_stream(
@@ -104,25 +145,35 @@ def open_user_stream(
     """Open a user-written ``IterDataset`` at ``state`` (None: the beginning).
 
     With ``state_dict``/``load_state_dict`` overridden, the state is the dataset's
-    own; otherwise it is ``{"steps": n}`` and resuming reads ``n`` records again.
-    Given a ``shard`` of several parts, a dataset that does not declare
-    ``shards_itself`` is read whole and every ``count``-th record is kept (resumed
-    by counting).
+    own (nothing is read again to resume); otherwise it is ``{"steps": n}`` and
+    resuming reads ``n`` records again. Given a ``shard`` of several parts, a
+    dataset that does not declare ``shards_itself`` is read whole and every
+    ``count``-th record is kept.
     """
     cls = type(ds)
-    if shard is not None and shard.count > 1 and not ds.shards_itself:
-        part = shard
+    part = _several(ds, shard)
+    if _has_state(ds):
+        return _UserStateCursor(ds, state, part)
+    if part is not None:
         return CountingCursor(
             lambda: itertools.islice(iter(ds), part.index, None, part.count),
             state_count(state, "steps", cls.__name__),
             f"{cls.__name__} (part {part.index} of {part.count})",
         )
-    if (
-        cls.state_dict is not IterDataset.state_dict
-        and cls.load_state_dict is not IterDataset.load_state_dict
-    ):
-        return _UserStateCursor(ds, state)
     return CountingCursor(ds.__iter__, state_count(state, "steps", cls.__name__), cls.__name__)
+
+
+def user_next_pass_state(ds: IterDataset[Any], end: State | None, shard: Shard) -> State | None:
+    """The state that opens the next pass of a user's ``IterDataset`` read as ``shard``,
+    after a pass that ended at ``end``: its own state, for a dataset that has one (the
+    state it ended with is where its next iterator starts, as in an uninterrupted
+    run), else None (a fresh start).
+    """
+    if end is None or not _has_state(ds):
+        return None
+    if _several(ds, shard) is not None:
+        return {"kept": 0, "own": end.get("own")}
+    return end
 
 
 def _accepts(factory: Callable[..., Any], name: str) -> bool:

@@ -46,6 +46,20 @@ class _PassThrough(StreamNode[T]):
     def releases_gil(self) -> bool:
         return self._parent.releases_gil
 
+    @property
+    def opens_with_state(self) -> bool:
+        return self._parent.opens_with_state
+
+    def _next_pass_state(self, end: State | None, shard: Shard) -> State | None:
+        # The stage's own counters start afresh over its parent's next pass.
+        own = None if end is None else parent_state(end, type(self).__name__)
+        parent = self._parent._next_pass_state(own, shard)
+        return None if parent is None else self._fresh(parent)
+
+    def _fresh(self, parent: State) -> State:
+        """The state of this stage at the start of a pass over its parent at ``parent``."""
+        return {"parent": parent}
+
     def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
         parent = self._parent
         if not isinstance(parent, StreamNode):
@@ -102,6 +116,9 @@ class MappedStream(_PassThrough[U]):
         # A seeded map's index goes on from the records mapped by all readers together.
         total = sum(state_count(state, "count", "map") for _, state in parts)
         return {"count": total, **super()._deal_state(parts, new)}
+
+    def _fresh(self, parent: State) -> State:
+        return {"count": 0, "parent": parent}
 
     def _open(self, ctx: Context, state: State | None) -> Cursor[U]:
         count = state_count(state, "count", "map")

@@ -68,6 +68,23 @@ def _none_left(source: LoaderIterator[Any]) -> bool:
         return False
 
 
+def _too_many(name: str, length: int, yielded: int, workers: int) -> str:
+    """PyTorch's warning, word for word, for an ``IterableDataset`` that yields more
+    batches than the ``len(dataset)`` read by ``len(loader)``."""
+    message = (
+        f"Length of IterableDataset {name} was reported to be {length}"
+        f"(when accessing len(dataloader)), but {yielded} samples have been fetched. "
+    )
+    if workers > 0:
+        message += (
+            "For multiprocessing data-loading, this could be caused by not properly configuring "
+            "the IterableDataset replica at each worker. Please see "
+            "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for "
+            "examples."
+        )
+    return message
+
+
 class TorchLoaderIterator:
     """One pass of a :class:`stoker.torch.DataLoader`: batches shaped as PyTorch's.
 
@@ -88,6 +105,7 @@ class TorchLoaderIterator:
         len_called: int | None = None,
         name: str = "",
         progress: PassProgress | None = None,
+        workers: int = 0,
     ) -> None:
         self._source = source
         self._shape = shape
@@ -96,6 +114,7 @@ class TorchLoaderIterator:
         self._extra = extra
         self._len_called = len_called
         self._name = name
+        self._workers = workers
         self._yielded = 0
         self._done = False
         self._progress = progress  # Accelerate's GradientState reads it, when there is one
@@ -115,13 +134,8 @@ class TorchLoaderIterator:
         if self._progress is not None and _none_left(self._source):
             self._progress.last_batch()
         if self._len_called is not None and self._yielded > self._len_called:
-            warnings.warn(  # PyTorch's words
-                f"Length of IterableDataset {self._name} was reported to be "
-                f"{self._len_called} (when accessing len(dataloader)), but {self._yielded} "
-                "samples have been fetched. For multiprocessing data-loading, this could be "
-                "caused by not properly configuring the IterableDataset replica at each worker.",
-                stacklevel=2,
-            )
+            message = _too_many(self._name, self._len_called, self._yielded, self._workers)
+            warnings.warn(message, stacklevel=2)
         batch = self._shape(batch)
         return pinned(batch) if self._pin else batch
 

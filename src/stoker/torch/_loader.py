@@ -25,7 +25,9 @@ Mapping onto :class:`stoker.DataLoader`:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sized
+from functools import partial
 from typing import Any, TypeVar, cast
 
 import torch
@@ -47,7 +49,7 @@ from ._items import FirstRecord, ItemBatches, ItemReader
 from ._iterator import TorchLoaderIterator, WorkerLife
 from ._samplers import PlacedEpoch, forward_set_epoch, loader_sampler
 from ._shapes import torch_collated, torch_converted
-from ._stateful import from_json, is_stateful, to_json
+from ._stateful import RestoreOnFirstIndex, from_json, is_stateful, to_json
 from ._stream import TorchStream
 from ._workers import SeedBox, TorchWorkerInit, draw_base_seed
 
@@ -222,9 +224,13 @@ class DataLoader(tud.DataLoader[T_co]):
         stateful = batch_sampler if batch_sampler is not None else self._given_sampler
         self._stateful_sampler = stateful if is_stateful(stateful) else None
         self._sampler_start: Any = None  # its state when the most recent pass began
+        # A stateful map-style dataset read in this process (its RNG, say), as torchdata.
+        self._stateful_dataset = not num_workers and not iterable and is_stateful(dataset)
+        self._restore_on: RestoreOnFirstIndex | None = None  # a user's sampler, then
         self._pending_torch: dict[str, Any] | None = None  # from load_state_dict
         self._len_called: int | None = None  # len(dataset) of an IterableDataset, once asked
         self._placed: int | None = None  # from set_epoch, for the next pass
+        self._latest: weakref.ref[TorchLoaderIterator] | None = None  # the latest pass
         self._build()
         self._initialized = True
 
@@ -275,9 +281,20 @@ class DataLoader(tud.DataLoader[T_co]):
         if pending is not None:
             self._loader.load_state_dict(pending)
 
+    def _hide(self, sampler: Any) -> Any:
+        """A user's sampler as stoker iterates it (see :func:`_hidden`); before a
+        stateful dataset read here, the one that restores it as torchdata orders it."""
+        if self._stateful_dataset:
+            self._restore_on = RestoreOnFirstIndex(sampler)
+            return self._restore_on
+        return _hidden(sampler)
+
     def _stoker_loader(self, seed: int, start_method: str) -> sk.DataLoader[Any]:
         dataset, workers = self.dataset, self.num_workers
-        source: Any = TorchStream(dataset) if isinstance(dataset, IterableDataset) else dataset
+        source: Any = dataset
+        if isinstance(dataset, IterableDataset):
+            fresh = bool(workers) and not self.persistent_workers  # PyTorch's copies per pass
+            source = TorchStream(dataset, fresh_each_pass=fresh)
         stream = isinstance(source, TorchStream | sk.IterDataset)
         kwargs: dict[str, Any] = {}
         collate_fn: Any = self.collate_fn
@@ -285,7 +302,7 @@ class DataLoader(tud.DataLoader[T_co]):
         if self.batch_size is None and self._given_batch_sampler is None:
             if not stream and self._given_sampler is not None:
                 # Each item of the sampler (an index or a list of them) is dataset[item].
-                kwargs["batch_sampler"] = ItemBatches(_hidden(self._given_sampler), dataset)
+                kwargs["batch_sampler"] = ItemBatches(self._hide(self._given_sampler), dataset)
                 source, collate_fn = ItemReader(dataset), FirstRecord(self.collate_fn)
             else:  # records one by one; collate_fn converts each
                 kwargs["batch_size"] = None
@@ -298,11 +315,11 @@ class DataLoader(tud.DataLoader[T_co]):
                 collate_fn = None
         else:
             if self._given_batch_sampler is not None:
-                kwargs["batch_sampler"] = _hidden(self._given_batch_sampler)
+                kwargs["batch_sampler"] = self._hide(self._given_batch_sampler)
             else:
                 kwargs["batch_size"] = self.batch_size
                 if not stream:
-                    kwargs["sampler"] = self.sampler if own_sampler else _hidden(self.sampler)
+                    kwargs["sampler"] = self.sampler if own_sampler else self._hide(self.sampler)
             if collate_fn is torch_default_collate:
                 self._shape = torch_collated  # stoker collates; the batches are reshaped
                 collate_fn = None
@@ -419,6 +436,9 @@ class DataLoader(tud.DataLoader[T_co]):
         """A fresh pass (the next epoch, the one placed with :meth:`set_epoch`, or the
         state given to :meth:`load_state_dict`)."""
         self._refresh()
+        previous = self._latest() if self._latest is not None else None
+        if previous is not None and self.persistent_workers:
+            previous.close()  # PyTorch resets its one iterator: the previous pass ends
         epoch = self._next_epoch()
         loader = self._loader
         if epoch is not None and loader._pending is not None:
@@ -431,15 +451,29 @@ class DataLoader(tud.DataLoader[T_co]):
         if not (self.persistent_workers and self._seeds.base_seed is not None):
             self._seeds.base_seed = draw_base_seed(self.generator)  # as PyTorch, per iterator
         saved_seed = pending.get("base_seed")
-        if isinstance(saved_seed, int) and saved_seed != self._seeds.base_seed:
-            self._seeds.base_seed = saved_seed  # drawn anyway above, as torchdata does
+        # torchdata starts the saved pass's iterator (drawing a seed, then taking the
+        # saved one); a pass that had ended, it replaces with a fresh one (drawing again,
+        # and using that seed unless its workers persist).
+        ended = pending.get("ended") is True
+        fresh = ended and not (self.persistent_workers and self.num_workers)
+        if isinstance(saved_seed, int):
+            redraw = fresh and self.num_workers
+            self._seeds.base_seed = draw_base_seed(self.generator) if redraw else saved_seed
             if not self._life.active:
-                loader.close()  # persistent workers restart with the saved seed
+                loader.close()  # as torchdata's, a loaded state starts workers afresh
         sampler = self._stateful_sampler
         if sampler is not None:
             if pending.get("sampler") is not None:
                 sampler.load_state_dict(from_json(pending["sampler"]))
             self._sampler_start = to_json(sampler.state_dict())
+        saved = pending.get("dataset") if self._stateful_dataset else None
+        if saved is not None:
+            restore = partial(cast(Any, self.dataset).load_state_dict, from_json(saved))
+            if self._restore_on is not None and not ended:  # once the sampler has started
+                self._restore_on.restore = restore
+                self._restore_on.started = bool((loader._pending or {}).get("batches"))
+            else:
+                restore()
         if self.num_workers:
             self.check_worker_number_rationality()
         self._life.enter()
@@ -448,10 +482,12 @@ class DataLoader(tud.DataLoader[T_co]):
         except BaseException:
             self._life.leave()
             raise
+        if fresh and not self.num_workers:
+            draw_base_seed(self.generator)  # after the restore, as torchdata's fresh iterator
         for own in self._samplers():
             if isinstance(own, PlacedEpoch):
                 own.walk(source.epoch)  # code iterating the sampler sees this epoch
-        return TorchLoaderIterator(
+        latest = TorchLoaderIterator(
             source,
             self._shape,
             self._pin,
@@ -459,9 +495,12 @@ class DataLoader(tud.DataLoader[T_co]):
             self.__len__,
             extra=self._extra,
             len_called=self._len_called if self._iterable else None,
-            name=repr(self.dataset),
+            name=str(self.dataset),
             progress=self._track(),
+            workers=self.num_workers,
         )
+        self._latest = weakref.ref(latest)
+        return latest
 
     def _track(self) -> PassProgress | None:
         """Report this pass to Accelerate's ``GradientState`` (when one exists)."""
@@ -475,6 +514,10 @@ class DataLoader(tud.DataLoader[T_co]):
         if sampler is not None:
             start = self._sampler_start
             extra["sampler"] = to_json(sampler.state_dict()) if finished or start is None else start
+        if self._stateful_dataset:
+            extra["dataset"] = to_json(cast(Any, self.dataset).state_dict())
+        if finished and self._loader._box.finished:
+            extra["ended"] = True  # saved after the pass ran to its end
         return extra
 
     def state_dict(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from .._context import Context
 from .._hosts import Shard
 from .._iterdataset import IterDataset, StreamCursor
 from .._sources.iterable import open_user_stream
-from ._stateful import StatefulStreamCursor, is_stateful
+from ._stateful import StatefulStreamCursor, next_pass_state
 
 __all__ = ["TorchStream"]
 
@@ -30,9 +30,16 @@ class TorchStream(IterDataset[Any]):
 
     A dataset with ``state_dict()`` / ``load_state_dict()`` (torchdata's ``Stateful``),
     or whose iterator has them, is asked for its state and given it back, in every
-    worker. Otherwise resuming counts records: a restored part reads its dataset copy
-    again and skips the records already handed out, which is exact when the dataset
-    yields the same records every time (for the same worker info).
+    worker, as by torchdata's ``StatefulDataLoader``: the dataset's state, then a new
+    iterator, then the iterator's state. Otherwise resuming counts records: a restored
+    part reads its dataset copy again and skips the records already handed out, which
+    is exact when the dataset yields the same records every time (for the same worker
+    info).
+
+    ``fresh_each_pass``: every pass reads a fresh copy of the dataset (PyTorch's
+    workers without ``persistent_workers``), so a state saved at the end of a pass
+    carries nothing into the next; otherwise the dataset's own state at the end of a
+    pass (an epoch it counts) opens the next one.
 
     Example:
         >>> from torch.utils.data import IterableDataset
@@ -43,28 +50,33 @@ class TorchStream(IterDataset[Any]):
         [0, 1, 2]
     """
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: Any, *, fresh_each_pass: bool = False) -> None:
         self.dataset = dataset
+        self.fresh_each_pass = fresh_each_pass
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.dataset)
 
+    @property
+    def opens_with_state(self) -> bool:
+        """True: as torchdata, the state of a pass that has yielded nothing yet holds
+        the dataset's and its new iterator's (with the RNG state they may keep)."""
+        return True
+
     def _open(self, ctx: Context, state: dict[str, Any] | None) -> StreamCursor[Any]:
-        shard: Shard | None = ctx.shard
-        if get_worker_info() is not None:
-            shard = None  # this worker's copy reads its own part, as under PyTorch
-        if (shard is None or shard.count == 1) and _stateful_stream(self.dataset):
+        if _own_copy(ctx.shard):
             return StatefulStreamCursor(self.dataset, state)
-        return open_user_stream(self, state, shard)
+        return open_user_stream(self, state, ctx.shard)
+
+    def _next_pass_state(self, end: dict[str, Any] | None, shard: Shard) -> dict[str, Any] | None:
+        # A part read by counting (no worker info) has no dataset state to carry.
+        return None if self.fresh_each_pass else next_pass_state(end)
 
     def __repr__(self) -> str:
         return f"TorchStream({type(self.dataset).__name__})"
 
 
-def _stateful_stream(dataset: Any) -> bool:
-    """The dataset follows the stateful protocol (its iterator's state is then kept too).
-
-    A dataset that is not stateful itself is resumed by counting, whatever its
-    iterator: the iterator is only known once created.
-    """
-    return is_stateful(dataset)
+def _own_copy(shard: Shard | None) -> bool:
+    """This reader iterates the dataset as PyTorch would: alone, or in a worker of the
+    drop-in (whose worker info lets the dataset split its work itself)."""
+    return shard is None or shard.count == 1 or get_worker_info() is not None
