@@ -1,0 +1,47 @@
+"""Lightning's ``strategy="ddp", devices=2`` on CPU: one fit with torch's loader, one with
+stoker's, in the same two ranks (Lightning's launcher re-runs this script for rank 1).
+
+Usage: ``python lightning_ddp.py OUT``; rank ``r`` writes ``OUT.r`` (JSON): per loader,
+the (epoch, step, record ids) it trained on, the final weights, the loader classes
+Lightning handed the module and whether worker processes read every record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from typing import Any
+
+import lightning as L
+from lightning_helpers import LOADERS, Records, Recorder, trainer
+
+warnings.simplefilter("ignore")
+
+
+def main(out: str) -> None:
+    report: dict[str, Any] = {}
+    rank = 0
+    for name, cls in LOADERS.items():
+
+        def make(stage: str, cls: Any = cls) -> Any:
+            return cls(Records(64), batch_size=4, shuffle=True, num_workers=2)
+
+        L.seed_everything(0, verbose=False)
+        module = Recorder(make)
+        t = trainer(max_epochs=2, limit_val_batches=0, strategy="ddp", devices=2)
+        t.fit(module)
+        rank = t.global_rank
+        report[name] = {
+            "seen": module.train_seen,
+            "weights": module.weights(),
+            "types": sorted(f"{c.__module__}.{c.__qualname__}" for c in module.loader_types),
+            "workers_read": os.getpid() not in module.readers,
+        }
+    with open(f"{out}.{rank}", "w", encoding="utf-8") as f:
+        json.dump(report, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,232 @@
+"""Lightning's ``Trainer`` with ``stoker.torch.DataLoader``, each scenario run beside
+``torch.utils.data.DataLoader`` (or torchdata's ``StatefulDataLoader`` where torch
+cannot resume) in the same test: the records each step sees, step counts, metrics,
+weights and what a checkpoint resumes to are equal, and stoker's engine does the
+reading (its worker processes, its class behind Lightning's re-created loaders).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("lightning")
+pytest.importorskip("torchdata")
+
+import lightning as L  # noqa: E402
+import torch  # noqa: E402
+from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint  # noqa: E402
+from lightning_helpers import (  # noqa: E402
+    LOADERS,
+    Records,
+    Recorder,
+    child_processes,
+    run_script,
+    trainer,
+)
+from torch.utils.data import RandomSampler  # noqa: E402
+from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
+
+import stoker.torch as skt  # noqa: E402
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::lightning.fabric.utilities.warnings.PossibleUserWarning"),
+    pytest.mark.filterwarnings("ignore:You requested to overfit:UserWarning"),
+    pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:.set_vital. is deprecated:UserWarning"),
+    pytest.mark.filterwarnings("ignore:.*checkpoint that ended before the epoch ended.*"),
+    pytest.mark.filterwarnings("ignore:.*Checkpoint directory.*exists and is not empty.*"),
+]
+
+
+def _torch_order(seed: int = 0) -> RandomSampler:
+    """A sampler of torch's own (shuffled by its generator), given to both loaders."""
+    return RandomSampler(range(40), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_fit_validate_predict_equal_torch(workers):
+    results: dict[str, Any] = {}
+    for name, cls in LOADERS.items():
+
+        def make(stage: str, cls: Any = cls) -> Any:
+            return cls(Records(), batch_size=4, num_workers=workers)
+
+        L.seed_everything(0, verbose=False)
+        module = Recorder(make)
+        t = trainer(max_epochs=2)
+        t.fit(module)
+        fit_metrics = {k: v.item() for k, v in t.callback_metrics.items()}
+        validated = t.validate(module, verbose=False)
+        predicted = torch.cat(t.predict(module))
+        results[name] = (module, fit_metrics, validated, predicted)
+
+    (ref, ref_fit, ref_val, ref_pred), (got, fit, val, pred) = results["torch"], results["stoker"]
+    assert len(got.train_seen) == 20
+    assert got.train_seen == ref.train_seen
+    assert got.val_seen == ref.val_seen
+    assert fit == ref_fit
+    assert val == ref_val
+    assert torch.equal(pred, ref_pred)
+    assert got.weights() == ref.weights()
+    assert got.loader_types == {skt.DataLoader}
+    if workers:  # the records were read in stoker's worker processes
+        assert os.getpid() not in got.readers
+        assert got.children_in_fit >= workers
+
+
+def test_limit_train_batches_equal_torch():
+    seen = {}
+    for name, cls in LOADERS.items():
+
+        def make(stage: str, cls: Any = cls) -> Any:
+            return cls(Records(), batch_size=4, sampler=_torch_order())
+
+        module = Recorder(make)
+        trainer(max_epochs=3, limit_train_batches=3, limit_val_batches=2).fit(module)
+        seen[name] = (module.train_seen, module.val_seen, module.weights())
+    assert len(seen["stoker"][0]) == 9
+    assert seen["stoker"] == seen["torch"]
+
+
+def test_limit_train_batches_with_stokers_shuffle():
+    """stoker's own shuffle: each epoch a new order, the epoch's first batches, the same
+    with 0 and 2 workers (its determinism), and as many steps as torch's."""
+    runs = {}
+    for name, workers in (("torch", 0), ("stoker", 0), ("stoker-workers", 2)):
+        cls = LOADERS[name.split("-")[0]]
+
+        def make(stage: str, cls: Any = cls, workers: int = workers) -> Any:
+            return cls(Records(), batch_size=4, shuffle=True, num_workers=workers)
+
+        module = Recorder(make)
+        trainer(max_epochs=3, limit_train_batches=3, limit_val_batches=0).fit(module)
+        runs[name] = module.train_seen
+    assert runs["stoker"] == runs["stoker-workers"]
+    assert [s[:2] for s in runs["stoker"]] == [s[:2] for s in runs["torch"]]
+    loader = skt.DataLoader(Records(), batch_size=4, shuffle=True)
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        first = [batch[1].tolist() for batch, _ in zip(loader, range(3), strict=False)]
+        assert [ids for e, _, ids in runs["stoker"] if e == epoch] == first
+    assert len({str(ids) for _, _, ids in runs["stoker"]}) == 9
+
+
+def test_overfit_batches_equal_torch():
+    seen = {}
+    for name, cls in LOADERS.items():
+
+        def make(stage: str, cls: Any = cls) -> Any:
+            return cls(Records(), batch_size=4, shuffle=True, num_workers=2)
+
+        module = Recorder(make)
+        trainer(max_epochs=3, overfit_batches=2).fit(module)
+        seen[name] = module
+    got, ref = seen["stoker"], seen["torch"]
+    # Lightning re-creates the loader with a SequentialSampler: the first two batches.
+    assert [ids for _, _, ids in got.train_seen] == [[0, 1, 2, 3], [4, 5, 6, 7]] * 3
+    assert got.train_seen == ref.train_seen
+    assert got.weights() == ref.weights()
+    assert got.loader_types == {skt.DataLoader}
+    assert os.getpid() not in got.readers
+
+
+class _Writer(BasePredictionWriter):
+    def __init__(self) -> None:
+        super().__init__("batch")
+        self.written: list[tuple[list[int], list[int]]] = []
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, indices, batch, *_: Any) -> None:
+        self.written.append((list(indices), batch[1].tolist()))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_prediction_writer_batch_indices_equal_torch(workers):
+    written = {}
+    for name, cls in LOADERS.items():
+
+        def make(stage: str, cls: Any = cls) -> Any:
+            return cls(Records(), batch_size=6, sampler=_torch_order(3), num_workers=workers)
+
+        writer = _Writer()
+        trainer(callbacks=[writer]).predict(Recorder(make), return_predictions=False)
+        written[name] = writer.written
+    assert len(written["stoker"]) == 7
+    assert all(indices == ids for indices, ids in written["stoker"])  # the records' own
+    assert written["stoker"] == written["torch"]
+
+
+def test_ddp_two_ranks_on_cpu_equal_torch(tmp_path):
+    out = tmp_path / "rank"
+    run_script("lightning_ddp.py", str(out), timeout=180)
+    ranks = [json.loads(Path(f"{out}.{rank}").read_text()) for rank in (0, 1)]
+    for loader in ("torch", "stoker"):
+        for epoch in range(2):
+            epoch_ids = [
+                i for rank in ranks for e, _, ids in rank[loader]["seen"] if e == epoch for i in ids
+            ]
+            assert sorted(epoch_ids) == list(range(64))  # every record once per epoch
+    for rank in ranks:
+        assert len(rank["stoker"]["seen"]) == 16
+        assert rank["stoker"]["seen"] == rank["torch"]["seen"]
+        assert rank["stoker"]["weights"] == rank["torch"]["weights"]
+        assert rank["stoker"]["types"] == ["stoker.torch._loader.DataLoader"]
+        assert rank["stoker"]["workers_read"]
+
+
+def _resume_run(cls: Any, ckpt_dir: Path, workers: int) -> tuple[Recorder, Recorder]:
+    """An uninterrupted run saving every 3 steps, and a run resumed from step 6 (epoch 0
+    of 10 steps, mid-epoch) to the end."""
+
+    def make(stage: str) -> Any:
+        return cls(Records(), batch_size=4, shuffle=True, num_workers=workers)
+
+    L.seed_everything(0, verbose=False)
+    full = Recorder(make)
+    every = ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=3, save_top_k=-1)
+    trainer(max_epochs=2, limit_val_batches=0, enable_checkpointing=True, callbacks=[every]).fit(
+        full
+    )
+    L.seed_everything(0, verbose=False)
+    resumed = Recorder(make)
+    trainer(max_epochs=2, limit_val_batches=0).fit(
+        resumed, ckpt_path=ckpt_dir / "epoch=0-step=6.ckpt"
+    )
+    return full, resumed
+
+
+def test_mid_epoch_resume_equal_uninterrupted_run(tmp_path):
+    runs = {
+        "torchdata": _resume_run(StatefulDataLoader, tmp_path / "torchdata", 2),
+        "stoker": _resume_run(skt.DataLoader, tmp_path / "stoker", 2),
+    }
+    for full, resumed in runs.values():
+        assert len(full.train_seen) == 20
+        assert resumed.train_seen == full.train_seen[6:]  # per step, from step 7 on
+        assert resumed.weights() == full.weights()
+    stoker_full, stoker_resumed = runs["stoker"]
+    assert stoker_resumed.train_seen[0][:2] == (0, 6)
+    assert stoker_resumed.loader_types == {skt.DataLoader}
+    assert os.getpid() not in stoker_resumed.readers
+    # the same steps and epochs as torchdata's loader (its shuffled order is its own)
+    assert [s[:2] for s in stoker_resumed.train_seen] == [
+        s[:2] for s in runs["torchdata"][1].train_seen
+    ]
+
+
+def test_persistent_workers_end_when_fit_returns():
+    for name, cls in LOADERS.items():
+        before = child_processes()
+        for _ in range(3):
+
+            def make(stage: str, cls: Any = cls) -> Any:
+                return cls(Records(), batch_size=4, num_workers=2, persistent_workers=True)
+
+            module = Recorder(make)
+            trainer(max_epochs=2, limit_val_batches=0).fit(module)
+            assert module.children_in_fit >= 2, name
+        assert child_processes() == before, name
