@@ -40,6 +40,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:.set_vital. is deprecated:UserWarning"),
     pytest.mark.filterwarnings("ignore:.*checkpoint that ended before the epoch ended.*"),
     pytest.mark.filterwarnings("ignore:.*Checkpoint directory.*exists and is not empty.*"),
+    pytest.mark.filterwarnings("ignore:Be aware that when using .ckpt_path.:UserWarning"),
 ]
 
 
