@@ -9,6 +9,7 @@ worker processes did the reading.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -159,10 +160,8 @@ def run_script(script: str, *args: str, timeout: float = 150) -> str:
         out, _ = proc.communicate()
         raise AssertionError(f"{script} ran past {timeout} s:\n{out.decode()[-4000:]}") from None
     finally:
-        try:  # the ranks the launcher started, if any outlived it
+        with contextlib.suppress(ProcessLookupError):  # ranks that outlived the launcher
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     text = out.decode(errors="replace")
     assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{text[-4000:]}"
     return text

@@ -15,12 +15,12 @@ import pytest
 
 pytest.importorskip("lightning")
 
-import torch  # noqa: E402
-from lightning.fabric import Fabric  # noqa: E402
-from lightning_helpers import LOADERS, Records, run_script  # noqa: E402
-from torch.utils.data import RandomSampler  # noqa: E402
+import torch
+from lightning.fabric import Fabric
+from lightning_helpers import LOADERS, Records, run_script
+from torch.utils.data import RandomSampler
 
-import stoker.torch as skt  # noqa: E402
+import stoker.torch as skt
 
 
 def _train(cls: Any, workers: int, **kwargs: Any) -> dict[str, Any]:

@@ -17,21 +17,21 @@ import pytest
 pytest.importorskip("lightning")
 pytest.importorskip("torchdata")
 
-import lightning as L  # noqa: E402
-import torch  # noqa: E402
-from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint  # noqa: E402
-from lightning_helpers import (  # noqa: E402
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
+from lightning_helpers import (
     LOADERS,
-    Records,
     Recorder,
+    Records,
     child_processes,
     run_script,
     trainer,
 )
-from torch.utils.data import RandomSampler  # noqa: E402
-from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
+from torch.utils.data import RandomSampler
+from torchdata.stateful_dataloader import StatefulDataLoader
 
-import stoker.torch as skt  # noqa: E402
+import stoker.torch as skt
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::lightning.fabric.utilities.warnings.PossibleUserWarning"),
@@ -209,7 +209,7 @@ def test_mid_epoch_resume_equal_uninterrupted_run(tmp_path):
         assert len(full.train_seen) == 20
         assert resumed.train_seen == full.train_seen[6:]  # per step, from step 7 on
         assert resumed.weights() == full.weights()
-    stoker_full, stoker_resumed = runs["stoker"]
+    stoker_resumed = runs["stoker"][1]
     assert stoker_resumed.train_seen[0][:2] == (0, 6)
     assert stoker_resumed.loader_types == {skt.DataLoader}
     assert os.getpid() not in stoker_resumed.readers

@@ -15,7 +15,7 @@ import warnings
 from typing import Any
 
 import lightning as L
-from lightning_helpers import LOADERS, Records, Recorder, trainer
+from lightning_helpers import LOADERS, Recorder, Records, trainer
 
 warnings.simplefilter("ignore")
 
