@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import psutil
 import torch
 from torch.utils.data import Dataset
@@ -44,6 +45,24 @@ class Records(Dataset):  # type: ignore[type-arg]
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int]:
         return torch.tensor([float(i) / self.n]), i, os.getpid()
+
+
+class Draws(Dataset):  # type: ignore[type-arg]
+    """Record ``i``: ``[i]``, the worker's id, the count of records this worker read
+    before it, and a draw from NumPy's global RNG (as augmentations draw)."""
+
+    def __init__(self, n: int = 40) -> None:
+        self.n = n
+        self.reads = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int, float]:
+        info = torch.utils.data.get_worker_info()
+        self.reads += 1
+        wid = -1 if info is None else info.id
+        return torch.tensor([float(i)]), wid, self.reads, float(np.random.random())
 
 
 def child_processes() -> set[int]:

@@ -22,6 +22,7 @@ import torch
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
 from lightning_helpers import (
     LOADERS,
+    Draws,
     Recorder,
     Records,
     child_processes,
@@ -159,6 +160,16 @@ def test_prediction_writer_batch_indices_equal_torch(workers):
     assert len(written["stoker"]) == 7
     assert all(indices == ids for indices, ids in written["stoker"])  # the records' own
     assert written["stoker"] == written["torch"]
+    # stoker's own shuffle: the indices Lightning reports are those of the records read
+    writer = _Writer()
+
+    def shuffled(stage: str) -> Any:
+        return skt.DataLoader(Records(), batch_size=6, shuffle=True, num_workers=workers)
+
+    trainer(callbacks=[writer]).predict(Recorder(shuffled), return_predictions=False)
+    assert all(indices == ids for indices, ids in writer.written)
+    assert sorted(i for indices, _ in writer.written for i in indices) == list(range(40))
+    assert writer.written[0][0] != list(range(6))
 
 
 def test_ddp_two_ranks_on_cpu_equal_torch(tmp_path):
@@ -217,6 +228,43 @@ def test_mid_epoch_resume_equal_uninterrupted_run(tmp_path):
     assert [s[:2] for s in stoker_resumed.train_seen] == [
         s[:2] for s in runs["torchdata"][1].train_seen
     ]
+
+
+class _DrawRecorder(L.LightningModule):
+    def __init__(self, cls: Any) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(1, 1)
+        self.cls = cls
+        self.draws: dict[tuple[int, int], float] = {}  # (worker, its read count) -> draw
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, workers, reads, draws = batch
+        for w, r, d in zip(workers.tolist(), reads.tolist(), draws.tolist(), strict=True):
+            self.draws[w, r] = d
+        return self.layer(x).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self) -> Any:
+        return self.cls(Draws(), batch_size=4, num_workers=2)
+
+
+def test_seed_everything_workers_seeds_stokers_workers(monkeypatch):
+    """``seed_everything(workers=True)`` gives the loader Lightning's worker_init_fn (it
+    sets the attribute on the built loader): stoker's workers run it, so the k-th draw
+    of worker w is torch's."""
+    draws = {}
+    for name, cls in LOADERS.items():
+        monkeypatch.setenv("PL_SEED_WORKERS", "0")  # seed_everything sets it; undone after
+        monkeypatch.setenv("PL_GLOBAL_SEED", "0")
+        L.seed_everything(7, workers=True, verbose=False)
+        module = _DrawRecorder(cls)
+        trainer(max_epochs=1, limit_val_batches=0).fit(module)
+        draws[name] = module.draws
+    common = draws["torch"].keys() & draws["stoker"].keys()
+    assert len(common) >= 8
+    assert {k: draws["stoker"][k] for k in common} == {k: draws["torch"][k] for k in common}
 
 
 def test_persistent_workers_end_when_fit_returns():
