@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
+    import lightning  # noqa: F401  (it sets its loggers' levels when imported)
     import torch
 
     import stoker.torch as skt
