@@ -189,6 +189,12 @@ def test_ddp_two_ranks_on_cpu_equal_torch(tmp_path):
         assert rank["stoker"]["weights"] == rank["torch"]["weights"]
         assert rank["stoker"]["types"] == ["stoker.torch._loader.DataLoader"]
         assert rank["stoker"]["workers_read"]
+        predicted = rank["stoker"]["predicted"]
+        assert predicted == rank["torch"]["predicted"]
+        assert all(indices == ids for indices, ids in predicted)
+    assert sorted(i for r in ranks for ids, _ in r["stoker"]["predicted"] for i in ids) == list(
+        range(64)
+    )
 
 
 def _resume_run(cls: Any, ckpt_dir: Path, workers: int) -> tuple[Recorder, Recorder]:
