@@ -197,43 +197,51 @@ def test_ddp_two_ranks_on_cpu_equal_torch(tmp_path):
     )
 
 
-def _resume_run(cls: Any, ckpt_dir: Path, workers: int) -> tuple[Recorder, Recorder]:
-    """An uninterrupted run saving every 3 steps, and a run resumed from step 6 (epoch 0
-    of 10 steps, mid-epoch) to the end."""
+def _resume_runs(
+    cls: Any, ckpt_dir: Path, workers: int, resume_workers: tuple[int, ...]
+) -> tuple[Recorder, list[Recorder]]:
+    """An uninterrupted run saving every 3 steps, and runs resumed from step 6 (epoch 0
+    of 10 steps, mid-epoch) to the end, one per number of workers in ``resume_workers``."""
 
-    def make(stage: str) -> Any:
-        return cls(Records(), batch_size=4, shuffle=True, num_workers=workers)
+    def fit(workers: int, ckpt_path: Path | None = None) -> Recorder:
+        def make(stage: str) -> Any:
+            return cls(Records(), batch_size=4, shuffle=True, num_workers=workers)
 
-    L.seed_everything(0, verbose=False)
-    full = Recorder(make)
-    every = ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=3, save_top_k=-1)
-    trainer(max_epochs=2, limit_val_batches=0, enable_checkpointing=True, callbacks=[every]).fit(
-        full
-    )
-    L.seed_everything(0, verbose=False)
-    resumed = Recorder(make)
-    trainer(max_epochs=2, limit_val_batches=0).fit(
-        resumed, ckpt_path=ckpt_dir / "epoch=0-step=6.ckpt"
-    )
-    return full, resumed
+        L.seed_everything(0, verbose=False)
+        module = Recorder(make)
+        every = ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=3, save_top_k=-1)
+        saving = ckpt_path is None
+        t = trainer(
+            max_epochs=2,
+            limit_val_batches=0,
+            enable_checkpointing=saving,
+            callbacks=[every] if saving else [],
+        )
+        t.fit(module, ckpt_path=ckpt_path)
+        return module
+
+    full = fit(workers)
+    return full, [fit(w, ckpt_dir / "epoch=0-step=6.ckpt") for w in resume_workers]
 
 
 def test_mid_epoch_resume_equal_uninterrupted_run(tmp_path):
     runs = {
-        "torchdata": _resume_run(StatefulDataLoader, tmp_path / "torchdata", 2),
-        "stoker": _resume_run(skt.DataLoader, tmp_path / "stoker", 2),
+        "torchdata": _resume_runs(StatefulDataLoader, tmp_path / "torchdata", 2, (2,)),
+        # stoker's state resumes with another number of workers too
+        "stoker": _resume_runs(skt.DataLoader, tmp_path / "stoker", 2, (2, 0)),
     }
-    for full, resumed in runs.values():
+    for full, resumed_runs in runs.values():
         assert len(full.train_seen) == 20
-        assert resumed.train_seen == full.train_seen[6:]  # per step, from step 7 on
-        assert resumed.weights() == full.weights()
-    stoker_resumed = runs["stoker"][1]
+        for resumed in resumed_runs:
+            assert resumed.train_seen == full.train_seen[6:]  # per step, from step 7 on
+            assert resumed.weights() == full.weights()
+    stoker_resumed = runs["stoker"][1][0]
     assert stoker_resumed.train_seen[0][:2] == (0, 6)
     assert stoker_resumed.loader_types == {skt.DataLoader}
     assert os.getpid() not in stoker_resumed.readers
     # the same steps and epochs as torchdata's loader (its shuffled order is its own)
     assert [s[:2] for s in stoker_resumed.train_seen] == [
-        s[:2] for s in runs["torchdata"][1].train_seen
+        s[:2] for s in runs["torchdata"][1][0].train_seen
     ]
 
 
