@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    import lightning  # noqa: F401  (it sets its loggers' levels when imported)
+    import lightning  # before the loggers' levels: importing it sets them
     import torch
 
     import stoker.torch as skt
@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cpus": os.cpu_count(),
                 "load_average": os.getloadavg(),
             },
+            "versions": {"torch": torch.__version__, "lightning": lightning.__version__},
             "images": len(dataset),
             "batch_size": BATCH_SIZE,
             "workers": WORKERS,
