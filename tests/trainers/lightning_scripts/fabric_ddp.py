@@ -19,8 +19,6 @@ import torch
 from lightning.fabric import Fabric
 from lightning_helpers import LOADERS, Records
 
-warnings.simplefilter("ignore")
-
 
 def train(fabric: Fabric, cls: Any, distributed: bool) -> dict[str, Any]:
     torch.manual_seed(0)
@@ -48,6 +46,7 @@ def train(fabric: Fabric, cls: Any, distributed: bool) -> dict[str, Any]:
 
 
 def main(out: str) -> None:
+    warnings.simplefilter("ignore")  # Lightning's advice on workers and loggers
     fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp")
     fabric.launch()
     report = {

@@ -20,8 +20,6 @@ import lightning as L
 from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning_helpers import LOADERS, Recorder, Records, trainer
 
-warnings.simplefilter("ignore")
-
 
 class Writer(BasePredictionWriter):
     """Keeps the batch indices Lightning reports and the ids of the records predicted."""
@@ -35,6 +33,7 @@ class Writer(BasePredictionWriter):
 
 
 def main(out: str) -> None:
+    warnings.simplefilter("ignore")  # Lightning's advice on workers and loggers
     report: dict[str, Any] = {}
     rank = 0
     for name, cls in LOADERS.items():
