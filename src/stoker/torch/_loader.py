@@ -231,6 +231,7 @@ class DataLoader(tud.DataLoader[T_co]):
         self._len_called: int | None = None  # len(dataset) of an IterableDataset, once asked
         self._placed: int | None = None  # from set_epoch, for the next pass
         self._latest: weakref.ref[TorchLoaderIterator] | None = None  # the latest pass
+        self._init_fn_set = False  # worker_init_fn set after __init__: rebuild before a pass
         self._build()
         self._initialized = True
 
@@ -258,18 +259,22 @@ class DataLoader(tud.DataLoader[T_co]):
         return loader
 
     def _refresh(self) -> None:
-        """Rebuild for a map-style dataset whose length changed (PyTorch reads it per epoch).
+        """Rebuild for a map-style dataset whose length changed (PyTorch reads it per epoch)
+        or a ``worker_init_fn`` set after ``__init__``.
 
         The epoch count and a loaded state carry over; a loaded state of the old length
         is then refused by its ``dataset_len``.
         """
-        if self._iterable or self._dataset_len() == self._n or self._life.active:
+        if self._life.active:
+            return
+        resized = not self._iterable and self._dataset_len() != self._n
+        if not (resized or self._init_fn_set):
             return
         old = self._loader
         pending = old._pending
         next_epoch = old._next_epoch
         old.close()
-        if self._given_sampler is None:  # the own sampler covers the new length
+        if resized and self._given_sampler is None:  # the own sampler covers the new length
             sampler = self._own_sampler(self.dataset)
             object.__setattr__(self, "sampler", sampler)
             if self._given_batch_sampler is None and self.batch_size is not None:
@@ -277,6 +282,7 @@ class DataLoader(tud.DataLoader[T_co]):
                 forward_set_epoch(batches)
                 object.__setattr__(self, "batch_sampler", batches)
         self._build()
+        self._init_fn_set = False
         self._loader._next_epoch = next_epoch
         if pending is not None:
             self._loader.load_state_dict(pending)
@@ -351,6 +357,10 @@ class DataLoader(tud.DataLoader[T_co]):
                 "initialized: build a new loader"
             )
         super().__setattr__(name, value)
+        if name == "worker_init_fn" and getattr(self, "_initialized", False):
+            # Set on a built loader (Lightning's seed_everything(workers=True) does):
+            # the workers started next run it, as PyTorch's do.
+            self._init_fn_set = True
 
     @property
     def _iterator(self) -> Any:
