@@ -321,6 +321,7 @@ class LoaderIterator(Generic[B]):
             first_batch_seconds=self._first_batch,
             workers_sized=sized,
             inline_since=self._inline_since,
+            isolated=self._spec.isolated,
             mixture=self._spec.dataset._mixture_report(self._box.state),
         )
 

@@ -16,7 +16,7 @@ from typing_extensions import TypeVar
 from ._config import LoaderConfig, settle_auto
 from ._dataset import Dataset
 from ._exec.executor import Executor
-from ._exec.gil import pipeline_releases_gil
+from ._exec.gil import isolated, pipeline_releases_gil
 from ._exec.lease import WorkerLease
 from ._exec.make import make_executor, worker_spec
 from ._hosts import Shard, resolve_hosts
@@ -58,9 +58,11 @@ class DataLoader(Generic[B]):
         worker_mode: "thread", "process", "inline" (num_workers=0), "ray" or "auto":
             threads when every stage is known to release the GIL (see
             :func:`~stoker.releases_gil`), processes otherwise; ``it.stats()`` says
-            which ran. With "auto", process workers start while the first batches
-            are built on threads, and batches are built inline when the measured
-            hand-off to workers costs more than the work. "ray" (``stoker[ray]``) runs
+            which ran. User code not marked safe to share this process
+            (:func:`~stoker.shares_process`) runs only in worker processes. For
+            marked code, process workers start while the first batches are built on
+            threads, and batches are built inline when the measured hand-off to
+            workers costs more than the work. "ray" (``stoker[ray]``) runs
             the workers as ``num_workers`` Ray actors on the cluster ``ray.init()``
             connects to (see ``docs/ray.md``); its batches are read-only views of
             Ray's object store.
@@ -221,6 +223,7 @@ class DataLoader(Generic[B]):
             may_skip = isinstance(self._dataset, Dataset) and self._dataset.may_skip
             self._config.check_for_hosts(self._hosts.count, may_skip=may_skip)
         self._mode = self._resolve_mode()  # the worker mode, decided once
+        self._isolated = isolated(self._config, self._mode, self._dataset)
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
         self._box = StateBox(None)
@@ -398,6 +401,7 @@ class DataLoader(Generic[B]):
             mode=self._mode,
             lease=self._lease,
             loader=self,
+            isolated=self._isolated,
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -123,6 +123,10 @@ class LoaderStats:
             built on the caller's thread because the hand-off to workers cost more
             than the work (None while workers build them). ``num_workers`` stays the
             workers started; the counters cover both phases.
+        isolated: with ``worker_mode="auto"``, user code not marked safe to share
+            the training process (:func:`~stoker.shares_process`,
+            :func:`~stoker.releases_gil`) ran in worker processes only, never on
+            threads or the caller's thread.
 
     Example:
         >>> import json, stoker as sk
@@ -167,6 +171,7 @@ class LoaderStats:
     mixture: list[SourceShare] | None = None
     workers_sized: bool = False
     inline_since: int | None = None
+    isolated: bool = False
 
     def __post_init__(self) -> None:
         if not self.bottleneck:

@@ -8,13 +8,17 @@ checked on made-up numbers as well as on real loaders. The rules, in order:
   (after its first batch: starting workers and filling the window happen once);
 * **input-bound** otherwise, and then:
 
-  1. thread workers whose CPU work kept about one core busy, never more: the GIL
-     runs them one at a time (processes would run side by side);
+  1. thread workers that used about one core between them and waited the rest of
+     their time: the GIL runs them one at a time (processes would run side by
+     side; more threads would only wait longer);
   2. workers that delivered no faster than the same work would run inline (the work
      measured in the workers plus the loop's own time): the hand-off costs more than
-     the work, so fewer workers, ``num_workers=0`` or bigger batches;
+     the work, so fewer workers, ``num_workers=0`` or bigger batches (and, for code
+     that ``auto`` isolates in processes, the mark that lets it go inline);
   3. busy workers (utilisation of 70 % or more): more workers while cores are free,
-     else a cheaper version of the dominant stage;
+     else a cheaper version of the dominant stage; jobs that mostly wait (CPU under
+     half their time: I/O, sleeps) are called waiting, not decoding, and for code
+     that ``auto`` isolates in processes the advice names the mark for threads;
   4. idle workers while the loop waited: a window too small for the workers (a bigger
      ``prefetch``), or the main process receiving batches;
   5. no workers: workers, when a batch costs enough to pay for a hand-off.
@@ -75,6 +79,8 @@ class Counters(Protocol):
     def workers_sized(self) -> bool: ...
     @property
     def inline_since(self) -> int | None: ...
+    @property
+    def isolated(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -210,13 +216,18 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
     n, util = s.num_workers, s.worker_utilisation
     consumer = max(0.0, elapsed - wait)
     build = s.fetch_seconds + s.collate_seconds
-    inline_work = min(build, s.cpu_seconds) if _cpu_work(s) else build
-    # 1. threads serialised by the GIL
+    cpu_work = _cpu_work(s)
+    inline_work = min(build, s.cpu_seconds) if cpu_work else build
+    words = _stage_words(stage, cpu_work or s.cpu_seconds <= 0)
+    # 1. threads serialised by the GIL: between them they used about one core, and
+    # waited the rest of their time (each one's CPU share falls as threads are added,
+    # so the share alone does not tell)
     if (
         s.worker_mode == "thread"
         and n > 1
-        and _cpu_work(s)
-        and 0.5 * elapsed <= s.cpu_seconds <= 1.2 * elapsed
+        and s.cpu_seconds > 0
+        and 0.6 * elapsed <= s.cpu_seconds <= 1.2 * elapsed
+        and s.work_seconds >= 1.2 * s.cpu_seconds
     ):
         reason = (
             f"{waited}; {n} thread workers used {s.cpu_seconds / elapsed:.1f} "
@@ -228,8 +239,8 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
             stage,
             reason,
             (
-                "worker_mode='process' (Python work runs in parallel in processes); "
-                "num_workers=0 would do as well as these threads",
+                "worker_mode='process' (Python work runs in parallel in processes; "
+                "more threads would only wait longer for the GIL)",
                 _cheaper(stage),
             ),
         )
@@ -241,41 +252,40 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
             f"{waited}; the hand-off costs more than the work: {_ms(per_batch)} of work a "
             f"batch, delivered every {_ms(delivered)} by {n} {s.worker_mode} workers"
         )
-        return Verdict(
-            "input-bound",
-            "hand-off",
-            reason,
-            (
-                "use fewer workers: num_workers=0 (inline) would be at least as fast, or "
-                "make each job bigger (bigger batches) so the work outweighs the hand-off",
-            ),
+        handoff: tuple[str, ...] = (
+            "use fewer workers: num_workers=0 (inline) would be at least as fast, or "
+            "make each job bigger (bigger batches) so the work outweighs the hand-off",
         )
+        if s.isolated:  # "auto" would build these inline if the code were marked
+            handoff = (_MARK_SHARES, *handoff)
+        return Verdict("input-bound", "hand-off", reason, handoff)
     # 3. the workers are the limit
     if util >= _BUSY:
-        reason = (
-            f"{waited}; the {n} workers were busy {util:.0%} of the time, mostly "
-            f"{_stage_words(stage)}"
-        )
-        cpu_bound = _cpu_work(s)
+        reason = f"{waited}; the {n} workers were busy {util:.0%} of the time, mostly {words}"
         advice: tuple[str, ...]
-        if cpu_bound and n >= s.cpu_count:
+        if s.isolated and not cpu_work and s.cpu_seconds > 0:
+            # Processes for isolation, yet the jobs mostly waited: threads would
+            # overlap the waits as well, start at once and hand batches over free.
+            advice = (_MARK_RELEASES, f"more workers: num_workers={2 * n}")
+        elif cpu_work and n >= s.cpu_count:
             advice = (
-                f"every core is in use ({s.cpu_count} cores, {n} workers): {_cheaper(stage)}",
+                f"every core is in use ({s.cpu_count} cores, {n} workers): "
+                f"{_cheaper(stage, cpu_work)}",
             )
         elif s.workers_sized:
             advice = (
                 f"num_workers='auto' sizes the threads as it loads (now {n}) and adds "
                 "more while they help",
-                _cheaper(stage),
+                _cheaper(stage, cpu_work),
             )
         else:
-            more = n * 2 if not cpu_bound else min(s.cpu_count, n * 2)
-            advice = (f"more workers would help: num_workers={more}", _cheaper(stage))
+            more = n * 2 if not cpu_work else min(s.cpu_count, n * 2)
+            advice = (f"more workers would help: num_workers={more}", _cheaper(stage, cpu_work))
         return Verdict("input-bound", stage, reason, advice)
     # 4. idle workers while the loop waited
     reason = (
         f"{waited}, yet the {n} workers were busy only {util:.0%} of the time; "
-        f"most time went to {_stage_words(stage)}"
+        f"most time went to {words}"
     )
     if s.depth and s.depth <= n:
         advice_w = (
@@ -292,7 +302,24 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
     return Verdict("input-bound", stage, reason, (advice_w,))
 
 
-def _stage_words(stage: str) -> str:
+_MARK_SHARES = (
+    "worker_mode='auto' runs this code in processes because it is not marked safe to "
+    "share the training process; if it cannot crash it, mark its functions with "
+    "@sk.shares_process and auto builds these batches on the loop's thread"
+)
+_MARK_RELEASES = (
+    "threads would wait as well as these processes, start at once and hand batches "
+    "over without copies: if the functions cannot crash the training process and "
+    "release the GIL while they wait, mark them with @sk.releases_gil (auto then "
+    "runs them on threads)"
+)
+
+
+def _stage_words(stage: str, computing: bool = True) -> str:
+    if stage == "transforms" and not computing:
+        return "the map functions, waiting (I/O, sleeps, locks) rather than computing"
+    if stage == "read" and not computing:
+        return "reading records from the source, waiting for I/O"
     return {
         "read": "reading records from the source",
         "transforms": "the map functions (decode, augment)",
@@ -301,7 +328,13 @@ def _stage_words(stage: str) -> str:
     }.get(stage, stage)
 
 
-def _cheaper(stage: str) -> str:
+def _cheaper(stage: str, computing: bool = True) -> str:
+    if stage == "transforms" and not computing:
+        return (
+            "the map functions wait more than they compute: more workers overlap the "
+            "waits (threads suit it: mark them with @sk.releases_gil), or make the "
+            "waits shorter (local copies, batched requests)"
+        )
     return {
         "read": "a faster source (local copies, bigger reads, __getitems__ for whole batches)",
         "transforms": "a cheaper decode or per-record function (smaller images, NumPy over Python)",

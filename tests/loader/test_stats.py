@@ -406,3 +406,83 @@ def test_restarts_are_counted(tmp_path):
         stats = it.stats()
     assert stats.restarts == 1
     assert "restarts 1" in str(stats)
+
+
+# -- code that auto isolates in processes, and waits that are not decoding -------------
+
+
+def test_isolated_code_that_mostly_waits_is_told_the_mark_for_threads():
+    stats = _stats(
+        wait_seconds=8.0,
+        fetch_seconds=19.0,
+        transform_seconds=18.0,
+        collate_seconds=0.1,
+        work_seconds=19.0,
+        cpu_seconds=1.0,  # the jobs slept: 5 % CPU
+        transfer_seconds=0.5,
+        num_workers=2,
+        worker_mode="process",
+        worker_utilisation=0.95,
+        depth=4,
+        isolated=True,
+    )
+    verdict = stats.verdict
+    assert verdict.stage == "transforms"
+    assert "waiting" in verdict.reason
+    assert "decode" not in verdict.reason
+    assert "@sk.releases_gil" in verdict.advice[0]
+    assert "smaller images" not in _text(stats)
+
+
+def test_isolated_code_cheaper_than_its_hand_off_is_told_the_mark_for_inline():
+    stats = _stats(
+        wait_seconds=9.0,
+        fetch_seconds=0.5,
+        collate_seconds=0.1,
+        work_seconds=0.6,
+        cpu_seconds=0.6,
+        transfer_seconds=6.0,
+        num_workers=2,
+        worker_mode="process",
+        worker_utilisation=0.03,
+        depth=4,
+        isolated=True,
+    )
+    assert stats.verdict.stage == "hand-off"
+    assert "@sk.shares_process" in stats.verdict.advice[0]
+    assert "num_workers=0" in stats.verdict.advice[1]
+
+
+def test_code_that_may_share_the_process_is_not_told_about_marks():
+    counters = {
+        "wait_seconds": 9.0,
+        "fetch_seconds": 0.5,
+        "collate_seconds": 0.1,
+        "work_seconds": 0.6,
+        "cpu_seconds": 0.6,
+        "transfer_seconds": 6.0,
+        "num_workers": 2,
+        "worker_mode": "process",
+        "worker_utilisation": 0.03,
+        "depth": 4,
+    }
+    assert "@sk." not in _text(_stats(**counters))
+
+
+def _sleeps(x):
+    time.sleep(0.004)
+    return x
+
+
+def test_a_sleeping_map_on_workers_is_called_waiting_not_decoding(no_leaks):
+    loader = sk.DataLoader(sk.range(0, 160).map(_sleeps), batch_size=4, num_workers=2)
+    with loader, loader.iter() as it:
+        for _ in it:
+            pass
+        stats = it.stats()
+    assert stats.isolated
+    assert stats.worker_mode == "process"
+    assert stats.verdict.kind == "input-bound", str(stats)
+    assert "decode" not in stats.verdict.reason, str(stats)
+    assert "smaller images" not in _text(stats), str(stats)
+    assert "waiting" in stats.verdict.reason or "@sk.releases_gil" in _text(stats), str(stats)

@@ -54,8 +54,25 @@ def crash_message(
             "start_method='forkserver' (or 'fork'); also check that worker_init_fn and the "
             "dataset can be unpickled in a fresh process"
         )
-    doing = f"building {job.where}" if job is not None else "idle"
-    return f"{where} while {doing}"
+    if job is None:
+        return f"{where} while idle"
+    return f"{where} while building {job.where}{samples_of(job)}"
+
+
+def samples_of(job: Job, limit: int = 16) -> str:
+    """`` (samples [i, j, ...])`` for the records ``job`` reads; empty when none are named.
+
+    Example:
+        >>> import numpy as np
+        >>> from stoker._context import Context
+        >>> samples_of(Job(3, "build", ((Context(), np.array([12, 13])),), "batch 3"))
+        ' (samples [12, 13])'
+    """
+    samples = job.samples()
+    if not samples:
+        return ""
+    shown = ", ".join(map(str, samples[:limit])) + (", …" if len(samples) > limit else "")
+    return f" (samples [{shown}])"
 
 
 def describe_exit(code: int | None) -> str:

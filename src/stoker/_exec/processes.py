@@ -325,6 +325,7 @@ class ProcessExecutor(QueuedExecutor):
                 )
                 + self._restart_advice(starting),
                 batch_index=held[0].seq if held is not None and held[0].kind == "build" else None,
+                sample_index=_only_sample(held[0]) if held is not None else None,
             )
             crash.pid = worker.pid
             crash.signal = -code if code is not None and code < 0 else None
@@ -402,6 +403,12 @@ class ProcessExecutor(QueuedExecutor):
 
 
 _live: weakref.WeakSet[ProcessExecutor] = weakref.WeakSet()
+
+
+def _only_sample(job: Job) -> int | None:
+    """The sample a job reads when it reads exactly one (the record that crashed)."""
+    samples = job.samples()
+    return samples[0] if len(samples) == 1 else None
 
 
 def _forget_workers_in_child() -> None:

@@ -109,6 +109,10 @@ class ShuffledStream(StreamNode[T]):
     def releases_gil(self) -> bool:
         return self._parent.releases_gil  # a window of references, reordered
 
+    @property
+    def shares_process(self) -> bool:
+        return self._parent.shares_process
+
     def _open(self, ctx: Context, state: State | None) -> Cursor[T]:
         start = parent_state(state, "shuffle")
         parent = self._parent._open(ctx.child(0), start)

@@ -48,6 +48,10 @@ class ZipDataset(DatasetNode[tuple[Any, ...]]):
     def releases_gil(self) -> bool:
         return all(ds.releases_gil for ds in self._parts)
 
+    @property
+    def shares_process(self) -> bool:
+        return all(ds.shares_process for ds in self._parts)
+
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[tuple[Any, ...] | Skip]:
         columns = [ds._fetch(indices, ctx.child(k)) for k, ds in enumerate(self._parts)]
         records: list[tuple[Any, ...] | Skip] = list(builtins.zip(*columns, strict=True))
