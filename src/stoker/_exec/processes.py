@@ -15,8 +15,10 @@ views before resolving the job's future.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
+import multiprocessing.util
 import os
 import pickle
 import threading
@@ -425,6 +427,25 @@ def _forget_workers_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
+def _close_before_multiprocessing_exits() -> None:
+    """At interpreter exit, close this process's executors that are still open (a
+    script that ended without closing its loader).
+
+    multiprocessing's own exit handler terminates and joins every child it lists;
+    were the executors still open, their results threads would see those workers die
+    and close their ``Process`` handles while the handler joins them ("process object
+    is closed"). Closed first, every worker is stopped, joined and released, and no
+    longer listed. Registered after ``multiprocessing.util`` is imported, so that
+    ``atexit`` (last in, first out) runs it before that handler; a forked child's
+    copies are left alone (``close()`` does nothing there).
+    """
+    for executor in list(_live):
+        executor.close()
+
+
+atexit.register(_close_before_multiprocessing_exits)
 
 
 def _close_conns(worker: _Worker) -> None:
