@@ -83,6 +83,9 @@ class DataLoader(Generic[B]):
         max_restarts: with ``restart_workers=True``, how many workers may be replaced
             over the loader's life before :class:`~stoker.WorkerCrashed` is raised. A
             worker that exits while starting is never replaced.
+        tune_allocator: raise glibc's ``malloc`` thresholds in this process for
+            thread workers, as worker processes do (faster large arrays; up to 256
+            MiB of freed memory kept; see ``docs/performance.md``). Off: untouched.
         start_method: how worker processes start: "forkserver" (default, safe after
             JAX or PyTorch started threads), "spawn" or "fork".
         timeout: seconds to wait for a batch before :class:`~stoker.LoaderTimeout`.
@@ -146,6 +149,7 @@ class DataLoader(Generic[B]):
         worker_init_fn: Callable[[Any], None] | None = None,
         worker_init_arg: Callable[[Any], Any] | None = None,
         restart_workers: bool = False,
+        tune_allocator: bool = False,
         start_method: Literal["forkserver", "spawn", "fork"] = "forkserver",
         timeout: float | None = None,
         on_error: Literal["raise", "skip"] = "raise",
@@ -194,6 +198,7 @@ class DataLoader(Generic[B]):
             worker_init_fn=worker_init_fn,
             worker_init_arg=worker_init_arg,
             restart_workers=restart_workers,
+            tune_allocator=tune_allocator,
             start_method=start_method,
             timeout=timeout,
             on_error=on_error,

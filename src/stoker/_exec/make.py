@@ -83,7 +83,9 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
     if mode == "thread":
         from .threads import ThreadExecutor
 
-        return ThreadExecutor(spec, BufferPool(spec.batch_size, depth + 4))
+        return ThreadExecutor(
+            spec, BufferPool(spec.batch_size, depth + 4), tune_allocator=cfg.tune_allocator
+        )
     if mode == "process":
         from .processes import ProcessExecutor
 
@@ -219,4 +221,5 @@ def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
         start_target=start_target,
         tuner=tuner,
         pool_slots=4 * cfg.num_workers + 4,
+        tune_allocator=cfg.tune_allocator,
     )
