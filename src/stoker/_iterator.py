@@ -28,7 +28,7 @@ from ._batching.builder import BatchBuilder
 from ._config import DEFAULT_DEPTH
 from ._epoch.plan import EpochPlan
 from ._exec.autotune import Autotune
-from ._exec.jobs import Tally
+from ._exec.jobs import Job, Tally
 from ._pass import PassSpec, Reopens
 from ._prefetch import Prefetcher, is_batch_error
 from ._progress import Monitor, stats_while_alive
@@ -330,6 +330,8 @@ class LoaderIterator(Generic[B]):
             workers_sized=sized,
             inline_since=self._inline_since,
             isolated=self._spec.isolated,
+            slowest_batch_seconds=tally.slowest[0],
+            slowest_batch=_named(tally.slowest[1]),
             mixture=self._spec.dataset._mixture_report(self._box.state),
         )
 
@@ -367,6 +369,10 @@ def _close_all(
     if builder is not None:
         builder.close()
     release()
+
+
+def _named(job: Job | None) -> str | None:
+    return describe_jobs([job]).strip() if job is not None else None
 
 
 def _batches_left(loader: Reopens, start: dict[str, Any]) -> int | None:

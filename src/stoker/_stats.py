@@ -123,6 +123,8 @@ class LoaderStats:
             built on the caller's thread because the hand-off to workers cost more
             than the work (None while workers build them). ``num_workers`` stays the
             workers started; the counters cover both phases.
+        slowest_batch_seconds: the longest a batch took to build (read and collate).
+        slowest_batch: that batch and its sample indices, in words (None before one).
         isolated: with ``worker_mode="auto"``, user code not marked safe to share
             the training process (:func:`~stoker.shares_process`,
             :func:`~stoker.releases_gil`) ran in worker processes only, never on
@@ -172,6 +174,8 @@ class LoaderStats:
     workers_sized: bool = False
     inline_since: int | None = None
     isolated: bool = False
+    slowest_batch_seconds: float = 0.0
+    slowest_batch: str | None = None
 
     def __post_init__(self) -> None:
         if not self.bottleneck:

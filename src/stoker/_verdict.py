@@ -8,6 +8,9 @@ checked on made-up numbers as well as on real loaders. The rules, in order:
   (after its first batch: starting workers and filling the window happen once);
 * **input-bound** otherwise, and then:
 
+  0. one batch that took half the wait or more, ten times the others' average: a
+     stalled record, named with its batch and sample indices;
+
   1. thread workers that used about one core between them and waited the rest of
      their time: the GIL runs them one at a time (processes would run side by
      side; more threads would only wait longer);
@@ -38,6 +41,8 @@ _BUSY = 0.7  # worker utilisation above which the workers are the limit
 _CPU_WORK = 0.5  # CPU time / wall time of jobs above which they are CPU work
 _NOT_FASTER = 0.9  # delivered in at least this share of the inline estimate: no gain
 _WORTH_A_HANDOFF = 200e-6  # seconds of work per batch below which workers cannot pay
+_STALL_SHARE = 0.5  # one batch that took this share of the wait or more, and
+_STALL_RATIO = 10.0  # this many times the others' average, is a stall
 
 Kind = Literal["input-bound", "compute-bound", "unknown"]
 
@@ -81,6 +86,10 @@ class Counters(Protocol):
     def inline_since(self) -> int | None: ...
     @property
     def isolated(self) -> bool: ...
+    @property
+    def slowest_batch_seconds(self) -> float: ...
+    @property
+    def slowest_batch(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -131,9 +140,33 @@ def diagnose(s: Counters) -> Verdict:
     if share <= INPUT_BOUND_SHARE:
         return _compute_bound(s, share)
     waited = f"the loop waited for data {share:.0%} of the time"
+    stall = _stall(s, waited, stage, wait)
+    if stall is not None:
+        return stall
     if s.num_workers == 0:
         return _inline(s, waited, stage)
     return _with_workers(s, waited, stage, elapsed, wait)
+
+
+def _stall(s: Counters, waited: str, stage: str, wait: float) -> Verdict | None:
+    """One batch took most of the wait, many times what the others took: a record
+    stalled (a hung read, a slow request, a pathological input), not a slow pipeline."""
+    slowest, named = s.slowest_batch_seconds, s.slowest_batch
+    if named is None or s.batches < 3 or slowest < _STALL_SHARE * wait:
+        return None
+    others = (s.fetch_seconds + s.collate_seconds - slowest) / (s.batches - 1)
+    if slowest < _STALL_RATIO * max(others, 1e-6):
+        return None
+    reason = (
+        f"{waited}, most of it for one batch: {named} took {_ms(slowest)}, "
+        f"{slowest / max(others, 1e-6):.0f}x the {_ms(others)} of the others"
+    )
+    advice = (
+        "look at the records of that batch (one of them stalled: a hung read, a slow "
+        "request, an input the code handles badly); the watchdog= warning names the "
+        "batch and shows the stuck frame while it happens",
+    )
+    return Verdict("input-bound", stage, reason, advice)
 
 
 def dominant_stage(s: Counters) -> str:

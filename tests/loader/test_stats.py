@@ -7,6 +7,7 @@ Sleeps make a pipeline slow; no test asserts a speed, only the verdict's categor
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -381,6 +382,28 @@ def test_python_work_on_thread_workers_never_asks_for_more_workers(no_thread_lea
     assert stats.verdict.kind == "input-bound"
     assert stats.cpu_seconds > 0
     assert "more workers" not in _text(stats), str(stats)
+    # The GIL rule, or (on a machine busy with other work, where the threads got
+    # little CPU) the hand-off rule: never more threads.
+    assert re.search(r"worker_mode='process'|num_workers=0", stats.verdict.advice[0]), str(stats)
+
+
+def test_two_threads_sharing_the_gil_at_half_a_core_each_are_told_to_use_processes():
+    # Each thread busy all the time and on a CPU 45 % of it: one core between them.
+    stats = _stats(
+        wait_seconds=8.0,
+        fetch_seconds=19.0,
+        transform_seconds=18.0,
+        collate_seconds=0.5,
+        work_seconds=20.0,
+        cpu_seconds=9.0,
+        num_workers=2,
+        worker_mode="thread",
+        worker_utilisation=1.0,
+        depth=4,
+    )
+    assert "worker_mode='process'" in stats.verdict.advice[0], str(stats)
+    assert "more workers" not in _text(stats)
+    assert "gil" in stats.verdict.reason.lower()
 
 
 def _dies_once(marker):
@@ -486,3 +509,34 @@ def test_a_sleeping_map_on_workers_is_called_waiting_not_decoding(no_leaks):
     assert "decode" not in stats.verdict.reason, str(stats)
     assert "smaller images" not in _text(stats), str(stats)
     assert "waiting" in stats.verdict.reason or "@sk.releases_gil" in _text(stats), str(stats)
+
+
+def _stalls_on_21(x):
+    if x == 21:
+        time.sleep(0.6)
+    return x
+
+
+def test_an_inline_stall_names_its_batch_and_samples():
+    loader = sk.DataLoader(sk.range(0, 80).map(_stalls_on_21), batch_size=4, watchdog=None)
+    with loader.iter() as it:
+        for _ in it:
+            pass
+        stats = it.stats()
+    assert stats.slowest_batch == "batch 5 of epoch 0: samples [20, 21, 22, 23]"
+    assert stats.slowest_batch_seconds >= 0.6
+    assert stats.verdict.kind == "input-bound"
+    assert "samples [20, 21, 22, 23]" in stats.verdict.reason
+    assert "stalled" in stats.verdict.advice[0]
+    assert "smaller images" not in _text(stats)
+
+
+def test_steady_batches_are_no_stall():
+    stats = _stats(
+        wait_seconds=9.0,
+        fetch_seconds=9.0,
+        collate_seconds=0.5,
+        slowest_batch_seconds=0.02,  # 2x the average: no stall
+        slowest_batch="batch 3 of epoch 0: samples [12]",
+    )
+    assert "stalled" not in _text(stats)
