@@ -25,8 +25,8 @@ import time
 import traceback
 import weakref
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
-from ._epoch.jobs import Job
 from .errors import LoaderTimeout
 
 __all__ = ["Watchdog", "describe_jobs", "thread_stack", "timed_out"]
@@ -47,13 +47,23 @@ def thread_stack(thread: threading.Thread | int | None) -> str:
     return "".join(traceback.format_stack(frame))
 
 
-def describe_jobs(jobs: Iterable[Job], limit: int = 16) -> str:
+class Named(Protocol):
+    """A job as the reports name it (``stoker._epoch.jobs.Job`` is one)."""
+
+    @property
+    def where(self) -> str: ...
+
+    def samples(self) -> list[int]: ...
+
+
+def describe_jobs(jobs: Iterable[Named], limit: int = 16) -> str:
     """Lines naming the jobs in flight: the batch (or chunk, or stream part) and its
     sample indices.
 
     Example:
         >>> import numpy as np
         >>> from stoker._context import Context
+        >>> from stoker._epoch.jobs import Job
         >>> job = Job(3, "build", ((Context(), np.array([12, 13])),), "batch 3 of epoch 0")
         >>> print(describe_jobs([job]))
           batch 3 of epoch 0: samples [12, 13]

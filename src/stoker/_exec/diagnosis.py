@@ -8,7 +8,7 @@ import time
 
 from .jobs import Job
 
-__all__ = ["crash_message", "describe_exit", "dump_stacks"]
+__all__ = ["crash_message", "describe_exit", "dump_stacks", "only_sample", "samples_of"]
 
 _DUMP_SECONDS = 1.0  # for a worker to write its stacks when the watchdog asks
 
@@ -84,3 +84,16 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def only_sample(job: Job) -> int | None:
+    """The sample a job reads when it reads exactly one (then the record that crashed).
+
+    Example:
+        >>> import numpy as np
+        >>> from stoker._context import Context
+        >>> only_sample(Job(0, "build", ((Context(), np.array([5])),), "batch 0"))
+        5
+    """
+    samples = job.samples()
+    return samples[0] if len(samples) == 1 else None

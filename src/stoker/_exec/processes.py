@@ -15,25 +15,23 @@ views before resolving the job's future.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing
-import multiprocessing.util
 import os
 import pickle
 import threading
 import time
-import weakref
 from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .._shm import receive_with_segment, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
-from .diagnosis import crash_message, dump_stacks
+from .diagnosis import crash_message, dump_stacks, only_sample
 from .executor import cancel_future
 from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
+from .live import track
 from .queue import QueuedExecutor
 from .slots import SlotRef, SlotRing, views
 from .worker import PackedError, worker_main
@@ -139,7 +137,7 @@ class ProcessExecutor(QueuedExecutor):
             raise
         self._reader = threading.Thread(target=self._read, name="stoker-results", daemon=True)
         self._reader.start()
-        _live.add(self)
+        track(self)  # closed at exit before multiprocessing's own handler runs
 
     @property
     def restarts(self) -> int:
@@ -327,13 +325,17 @@ class ProcessExecutor(QueuedExecutor):
                 )
                 + self._restart_advice(starting),
                 batch_index=held[0].seq if held is not None and held[0].kind == "build" else None,
-                sample_index=_only_sample(held[0]) if held is not None else None,
+                sample_index=only_sample(held[0]) if held is not None else None,
             )
             crash.pid = worker.pid
             crash.signal = -code if code is not None and code < 0 else None
         if held is not None:
             held[1].set_exception(crash)
         self._break(crash)
+
+    def processes(self) -> list[Any]:
+        """The ``Process`` handles of the workers, live or ended and not yet joined."""
+        return [w.process for w in self._workers + self._dead]
 
     def stacks(self) -> str:
         """The Python stacks of the workers holding a job (for the watchdog's report)."""
@@ -402,50 +404,6 @@ class ProcessExecutor(QueuedExecutor):
         self._ring.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
-
-
-_live: weakref.WeakSet[ProcessExecutor] = weakref.WeakSet()
-
-
-def _only_sample(job: Job) -> int | None:
-    """The sample a job reads when it reads exactly one (the record that crashed)."""
-    samples = job.samples()
-    return samples[0] if len(samples) == 1 else None
-
-
-def _forget_workers_in_child() -> None:
-    """After ``os.fork()``: the parent's workers are not this process's children.
-
-    Without this, multiprocessing's exit handler in a forked child would SIGTERM the
-    parent's daemon workers, which it finds in the inherited list of children.
-    """
-    children = getattr(multiprocessing.process, "_children", None)
-    for executor in list(_live):
-        for worker in executor._workers + executor._dead:
-            if children is not None:
-                children.discard(worker.process)
-
-
-os.register_at_fork(after_in_child=_forget_workers_in_child)
-
-
-def _close_before_multiprocessing_exits() -> None:
-    """At interpreter exit, close this process's executors that are still open (a
-    script that ended without closing its loader).
-
-    multiprocessing's own exit handler terminates and joins every child it lists;
-    were the executors still open, their results threads would see those workers die
-    and close their ``Process`` handles while the handler joins them ("process object
-    is closed"). Closed first, every worker is stopped, joined and released, and no
-    longer listed. Registered after ``multiprocessing.util`` is imported, so that
-    ``atexit`` (last in, first out) runs it before that handler; a forked child's
-    copies are left alone (``close()`` does nothing there).
-    """
-    for executor in list(_live):
-        executor.close()
-
-
-atexit.register(_close_before_multiprocessing_exits)
 
 
 def _close_conns(worker: _Worker) -> None:
