@@ -7,7 +7,6 @@ Sleeps make a pipeline slow; no test asserts a speed, only the verdict's categor
 
 import json
 import os
-import re
 import time
 
 import pytest
@@ -382,9 +381,6 @@ def test_python_work_on_thread_workers_never_asks_for_more_workers(no_thread_lea
     assert stats.verdict.kind == "input-bound"
     assert stats.cpu_seconds > 0
     assert "more workers" not in _text(stats), str(stats)
-    # The GIL rule, or (on a machine busy with other work, where the threads got
-    # little CPU) the hand-off rule: never more threads.
-    assert re.search(r"worker_mode='process'|num_workers=0", stats.verdict.advice[0]), str(stats)
 
 
 def test_two_threads_sharing_the_gil_at_half_a_core_each_are_told_to_use_processes():
