@@ -54,6 +54,7 @@ from ._transforms.mix import mix as mix
 from ._transforms.pack import pack as pack
 from ._transforms.zip import zip as zip
 from ._typing import releases_gil as releases_gil
+from ._typing import shares_process as shares_process
 from ._verdict import Verdict as Verdict
 from ._worker_info import WorkerInfo as WorkerInfo
 from ._worker_info import get_worker_info as get_worker_info
@@ -138,6 +139,7 @@ __all__ = [
     "progress",
     "range",
     "releases_gil",
+    "shares_process",
     "testing",
     "vision",
     "zip",

@@ -80,6 +80,7 @@ class LoaderConfig:
     worker_init_fn: Callable[[Any], None] | None = None
     worker_init_arg: Callable[[Any], Any] | None = None
     restart_workers: bool = False
+    tune_allocator: bool = False  # glibc thresholds in this process (see _exec/malloc.py)
     start_method: StartMethod = "forkserver"
     timeout: float | None = None
     on_error: Literal["raise", "skip"] = "raise"
@@ -171,6 +172,8 @@ class LoaderConfig:
             raise ConfigError(
                 f"restart_workers must be True or False, got {self.restart_workers!r}"
             )
+        if not isinstance(self.tune_allocator, bool):
+            raise ConfigError(f"tune_allocator must be True or False, got {self.tune_allocator!r}")
         if self.worker_init_arg is not None and not callable(self.worker_init_arg):
             raise ConfigError(
                 f"worker_init_arg must be callable (it gets the loader), "

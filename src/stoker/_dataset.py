@@ -24,6 +24,10 @@ of the loader needs to know the stages by name:
 * ``releases_gil``: does all of its work (and its parents') release the GIL? Then
   ``worker_mode="auto"`` runs it on threads. A function is known to when it is marked
   with :func:`~stoker.releases_gil`.
+* ``shares_process``: may all of its work (and its parents') run in the training
+  process, because it cannot crash it? Otherwise, with workers, ``worker_mode="auto"``
+  runs it in worker processes only. A function is known to when it is marked with
+  :func:`~stoker.shares_process` (or :func:`~stoker.releases_gil`).
 
 Stoker's own map-style sources and stages subclass ``DatasetNode`` (``UnaryNode``
 for a stage over one parent); both live here, below the nodes that subclass them.
@@ -151,6 +155,28 @@ class Dataset(Generic[T]):
             (True, False)
         """
         return False
+
+    @property
+    def shares_process(self) -> bool:
+        """True when reading records (this node and its parents) is safe in the
+        training process: it cannot crash it. With ``num_workers > 0`` and
+        ``worker_mode="auto"``, a pipeline that is not runs in worker processes only,
+        so that a native crash is a :class:`~stoker.WorkerCrashed`, never the end of
+        the training run; one that is may start on threads and go inline.
+
+        By default :attr:`releases_gil` (such a node runs on thread workers anyway):
+        stoker's own sources and stages are, a function is when it is marked with
+        :func:`~stoker.shares_process` or :func:`~stoker.releases_gil`, and a dataset
+        of your own may override this to return True.
+
+        Example:
+            >>> import stoker as sk
+            >>> sk.range(4).shuffle(0).shares_process, sk.range(4).map(str).shares_process
+            (True, False)
+            >>> sk.range(4).map(sk.shares_process(str)).shares_process
+            True
+        """
+        return self.releases_gil
 
     def _packer(self, rows: int) -> Packer | None:
         """What builds each batch of ``rows`` packed rows (``pack``); None: no packing."""
@@ -303,8 +329,9 @@ class DatasetNode(Dataset[T]):
 
 
 class UnaryNode(DatasetNode[T]):
-    """Base of stages over one parent: its length, :attr:`may_skip` and
-    :attr:`releases_gil` are the parent's (an index stage: shuffle, shard, slice).
+    """Base of stages over one parent: its length, :attr:`may_skip`,
+    :attr:`releases_gil` and :attr:`shares_process` are the parent's (an index
+    stage: shuffle, shard, slice).
 
     Subclasses call ``super().__init__(parent)`` and read records through
     ``self._parent``; a stage that changes the length sets ``self._len``.
@@ -345,6 +372,10 @@ class UnaryNode(DatasetNode[T]):
     @property
     def releases_gil(self) -> bool:
         return self._parent.releases_gil
+
+    @property
+    def shares_process(self) -> bool:
+        return self._parent.shares_process
 
 
 # The stage classes import Dataset from this module, so they come last.

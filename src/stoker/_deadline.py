@@ -28,6 +28,6 @@ def timeout_error(seconds: float | None) -> LoaderTimeout:
     """
     return LoaderTimeout(
         f"no batch arrived within timeout={seconds} s; the dataset or a map function may "
-        "be stuck, or a worker is busy with a slow record (raise timeout=, or find the "
-        "slow record with it.stats())"
+        "be stuck, or a worker is busy with a slow record (raise timeout=, or look at "
+        "the record named below)"
     )

@@ -28,13 +28,13 @@ from ._batching.builder import BatchBuilder
 from ._config import DEFAULT_DEPTH
 from ._epoch.plan import EpochPlan
 from ._exec.autotune import Autotune
-from ._exec.jobs import Tally
+from ._exec.jobs import Job, Tally
 from ._pass import PassSpec, Reopens
 from ._prefetch import Prefetcher, is_batch_error
 from ._progress import Monitor, stats_while_alive
 from ._state import BATCHES, CARRY, ahead_of
 from ._stats import LoaderStats, available_cores
-from ._watchdog import Watchdog, describe_jobs, thread_stack
+from ._watchdog import Watchdog, describe_jobs, thread_stack, timed_out
 from ._window import JobWindow
 from .errors import IteratorFailed, LoaderTimeout
 
@@ -104,11 +104,12 @@ class LoaderIterator(Generic[B]):
         self._autotune = Autotune.of(self._executor, self._jobs, self._tally)  # "auto"
         self._inline_since: int | None = None  # the batch from which "auto" built inline
         self._handover = self._autotune.executor if self._autotune is not None else None
+        # What is in flight, for the watchdog and LoaderTimeout: it holds the parts,
+        # never the iterator (a watched iterator that is dropped is still collected).
+        self._in_flight = InFlight(self._plan, self._jobs, self._executor, box, epoch)
         self._watchdog: Watchdog | None = None
-        if spec.config.watchdog is not None:  # it looks in while next() waits in the window
-            describe = _describer(self._window, self._executor, box, epoch)
-            self._watchdog = Watchdog(spec.config.watchdog, describe)
-            self._window.watchdog = self._watchdog
+        if spec.config.watchdog is not None:  # it looks in while next() runs, from outside
+            self._watchdog = Watchdog(spec.config.watchdog, self._in_flight.describe)
         self._finalizer = weakref.finalize(
             self,
             _close_all,
@@ -117,6 +118,7 @@ class LoaderIterator(Generic[B]):
             self._builder,
             self._plan,
             release,
+            self._watchdog,
         )
         self._box = box
         start = self._jobs.state() if self._jobs is not None else self._plan.state()
@@ -168,8 +170,8 @@ class LoaderIterator(Generic[B]):
                 self._monitor.close(finished=True)
             self._finalizer()
             raise
-        except LoaderTimeout:
-            raise  # the batch may still come: next() may be called again
+        except LoaderTimeout as exc:  # the batch may still come: next() may be called again
+            raise timed_out(exc, self._in_flight.jobs()) from None
         except BaseException as exc:  # Ctrl-C included: never pretend the epoch ended
             if self._keep_going and is_batch_error(exc):
                 raise  # that batch is lost, as with PyTorch; the next one follows
@@ -233,16 +235,22 @@ class LoaderIterator(Generic[B]):
             token=self._token,
         )
         old.close()
-        self._jobs.watchdog = self._watchdog
+        self._in_flight.jobs_window = self._jobs
         self._window = Prefetcher(
             self._jobs.get, 0, None, name=f"stoker-prefetch-epoch{self._epoch}", keep_going=True
         )
 
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
         self._maybe_go_inline()  # after a batch that raised, too
-        if self._watchdog is not None:
-            self._watchdog.begin()
-        return self._window.get()
+        self._in_flight.window = self._window
+        watchdog = self._watchdog
+        if watchdog is None:
+            return self._window.get()
+        watchdog.begin()
+        try:
+            return self._window.get()
+        finally:
+            watchdog.end()
 
     def state_dict(self) -> dict[str, Any]:
         """The JSON-serialisable state right after the last batch this iterator yielded.
@@ -322,6 +330,9 @@ class LoaderIterator(Generic[B]):
             first_batch_seconds=self._first_batch,
             workers_sized=sized,
             inline_since=self._inline_since,
+            isolated=self._spec.isolated,
+            slowest_batch_seconds=tally.slowest[0],
+            slowest_batch=_named(tally.slowest[1]),
             mixture=self._spec.dataset._mixture_report(self._box.state),
             cache_hits=reads.hits,
             cache_misses=reads.misses,
@@ -352,7 +363,10 @@ def _close_all(
     builder: BatchBuilder | None,
     plan: EpochPlan,
     release: Callable[[], None],
+    watchdog: Watchdog | None,
 ) -> None:
+    if watchdog is not None:
+        watchdog.close()
     if os.getpid() != pid:  # a forked child: the workers and locks are the parent's
         return
     window.close()
@@ -360,6 +374,10 @@ def _close_all(
     if builder is not None:
         builder.close()
     release()
+
+
+def _named(job: Job | None) -> str | None:
+    return describe_jobs([job]).strip() if job is not None else None
 
 
 def _batches_left(loader: Reopens, start: dict[str, Any]) -> int | None:
@@ -373,34 +391,47 @@ def _batches_left(loader: Reopens, start: dict[str, Any]) -> int | None:
     return max(0, total - (done if isinstance(done, int) else 0) - len(ahead))
 
 
-def _describer(
-    window: Prefetcher[Any] | JobWindow,
-    executor: Any,
-    box: StateBox,
-    epoch: int,
-) -> Callable[[], str]:
-    """What the watchdog reports: the batches in flight and the stacks reading them.
+class InFlight:
+    """What one pass has in flight, in words: the jobs (batch and sample indices) and
+    the stacks reading them, for the watchdog's report and for ``LoaderTimeout``.
 
-    It holds the window, the executor and the state box, never the iterator, so
-    that a running watchdog does not keep an abandoned iterator alive.
+    It holds the plan, the window of jobs, the executor and the state box, never the
+    iterator, so that a watched iterator that is dropped is still collected.
     """
 
-    def describe() -> str:
-        if isinstance(window, JobWindow):
-            lines = [describe_jobs(window.in_flight())]
-        else:
-            done = (box.state or {}).get(BATCHES, "?")
-            lines = [f"  batch {done} of epoch {epoch} (the next one to be yielded)"]
-        stacks = getattr(executor, "stacks", None)
+    def __init__(
+        self,
+        plan: EpochPlan,
+        jobs: JobWindow | None,
+        executor: Any,
+        box: StateBox,
+        epoch: int,
+    ) -> None:
+        self.plan, self.jobs_window, self.executor = plan, jobs, executor
+        self.window: Prefetcher[Any] | JobWindow | None = None
+        self._box, self._epoch = box, epoch
+
+    def jobs(self) -> str:
+        """The next batch to be handed out and the jobs in flight, with their samples."""
+        done = (self._box.state or {}).get(BATCHES, "?")
+        jobs = self.jobs_window.in_flight() if self.jobs_window is not None else []
+        jobs = jobs or self.plan.in_flight()
+        head = f"  next to hand out: batch {done} of epoch {self._epoch}"
+        return f"{head}\n{describe_jobs(jobs)}" if jobs else head
+
+    def describe(self, caller: int | None) -> str:
+        """:meth:`jobs` and the stacks of whoever reads them: the workers, the prefetch
+        thread, or ``caller`` (the thread inside ``next()``) building the batch itself."""
+        lines = [self.jobs()]
+        stacks = getattr(self.executor, "stacks", None)
         if callable(stacks):
             lines.append(stacks())
-        elif isinstance(window, Prefetcher) and window.thread is not None:
+        window = self.window
+        if isinstance(window, Prefetcher) and window.thread is not None:
             lines.append(f"thread {window.thread.name}:\n{thread_stack(window.thread)}")
-        else:
-            lines.append("(the batch is being built on the calling thread)")
+        if caller is not None:
+            lines.append(f"the thread in next():\n{thread_stack(caller)}")
         return "\n".join(lines)
-
-    return describe
 
 
 def _restore_iterator(loader: Reopens, state: dict[str, Any]) -> LoaderIterator[Any]:

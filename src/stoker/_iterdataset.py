@@ -106,6 +106,13 @@ class IterDataset(Generic[T]):
         see :attr:`Dataset.releases_gil`. False unless a node says otherwise."""
         return False
 
+    @property
+    def shares_process(self) -> bool:
+        """True when reading the stream (this node and its parents) is safe in the
+        training process; see :attr:`Dataset.shares_process`. By default
+        :attr:`releases_gil`."""
+        return self.releases_gil
+
     def _open(self, ctx: Context, state: dict[str, Any] | None) -> StreamCursor[T]:
         """Start reading at ``state`` (None: the beginning), only ``ctx.shard``'s part."""
         return open_user_stream(self, state, ctx.shard)

@@ -17,7 +17,7 @@ from ._config import LoaderConfig, settle_auto
 from ._dataset import Dataset
 from ._epoch.ledger import batch_indices, mixture_sources
 from ._exec.executor import Executor
-from ._exec.gil import pipeline_releases_gil
+from ._exec.gil import isolated, pipeline_releases_gil
 from ._exec.lease import WorkerLease
 from ._exec.make import make_executor, worker_spec
 from ._hosts import Shard, resolve_hosts
@@ -59,9 +59,11 @@ class DataLoader(Generic[B]):
         worker_mode: "thread", "process", "inline" (num_workers=0), "ray" or "auto":
             threads when every stage is known to release the GIL (see
             :func:`~stoker.releases_gil`), processes otherwise; ``it.stats()`` says
-            which ran. With "auto", process workers start while the first batches
-            are built on threads, and batches are built inline when the measured
-            hand-off to workers costs more than the work. "ray" (``stoker[ray]``) runs
+            which ran. User code not marked safe to share this process
+            (:func:`~stoker.shares_process`) runs only in worker processes. For
+            marked code, process workers start while the first batches are built on
+            threads, and batches are built inline when the measured hand-off to
+            workers costs more than the work. "ray" (``stoker[ray]``) runs
             the workers as ``num_workers`` Ray actors on the cluster ``ray.init()``
             connects to (see ``docs/ray.md``); its batches are read-only views of
             Ray's object store.
@@ -82,6 +84,9 @@ class DataLoader(Generic[B]):
         max_restarts: with ``restart_workers=True``, how many workers may be replaced
             over the loader's life before :class:`~stoker.WorkerCrashed` is raised. A
             worker that exits while starting is never replaced.
+        tune_allocator: raise glibc's ``malloc`` thresholds in this process for
+            thread workers, as worker processes do (faster large arrays; up to 256
+            MiB of freed memory kept; see ``docs/performance.md``). Off: untouched.
         start_method: how worker processes start: "forkserver" (default, safe after
             JAX or PyTorch started threads), "spawn" or "fork".
         timeout: seconds to wait for a batch before :class:`~stoker.LoaderTimeout`.
@@ -145,6 +150,7 @@ class DataLoader(Generic[B]):
         worker_init_fn: Callable[[Any], None] | None = None,
         worker_init_arg: Callable[[Any], Any] | None = None,
         restart_workers: bool = False,
+        tune_allocator: bool = False,
         start_method: Literal["forkserver", "spawn", "fork"] = "forkserver",
         timeout: float | None = None,
         on_error: Literal["raise", "skip"] = "raise",
@@ -193,6 +199,7 @@ class DataLoader(Generic[B]):
             worker_init_fn=worker_init_fn,
             worker_init_arg=worker_init_arg,
             restart_workers=restart_workers,
+            tune_allocator=tune_allocator,
             start_method=start_method,
             timeout=timeout,
             on_error=on_error,
@@ -222,6 +229,7 @@ class DataLoader(Generic[B]):
             may_skip = isinstance(self._dataset, Dataset) and self._dataset.may_skip
             self._config.check_for_hosts(self._hosts.count, may_skip=may_skip)
         self._mode = self._resolve_mode()  # the worker mode, decided once
+        self._isolated = isolated(self._config, self._mode, self._dataset)
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
         self._box = StateBox(None)
@@ -448,6 +456,7 @@ class DataLoader(Generic[B]):
             mode=self._mode,
             lease=self._lease,
             loader=self,
+            isolated=self._isolated,
         )
 
     def state_dict(self) -> dict[str, Any]:

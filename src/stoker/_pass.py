@@ -76,6 +76,9 @@ class PassSpec:
     """Lends the loader's workers to a pass (never called under ``mode="inline"``)."""
     loader: Reopens
     """The loader, for ``len()`` and for pickling an iterator (public methods only)."""
+    isolated: bool = False
+    """``worker_mode="auto"`` runs user code not marked safe to share the training
+    process in worker processes only (see :func:`~stoker.shares_process`)."""
 
     def plan(
         self, epoch: int, state: dict[str, Any] | None

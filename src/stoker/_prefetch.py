@@ -26,7 +26,6 @@ from typing import Any, Generic, TypeVar
 from ._config import DEFAULT_DEPTH
 from ._deadline import remaining, timeout_error
 from ._exec.threads import contained
-from ._watchdog import Watchdog
 from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
 
 __all__ = [
@@ -119,7 +118,6 @@ class Prefetcher(Generic[T]):
         # False once Ctrl-C interrupted a result being produced on the caller's thread
         # (it may be half made); Ctrl-C while waiting for a result loses nothing.
         self.intact = True
-        self.watchdog: Watchdog | None = None  # looks in while get() waits
         self._returned_at: float | None = None
         self.produce_seconds = 0.0
         self.wait_seconds = 0.0
@@ -244,10 +242,7 @@ class Prefetcher(Generic[T]):
                 left = remaining(deadline)
                 if left is not None and left <= 0:
                     raise timeout_error(self._timeout)
-                watch = self.watchdog
-                cond.wait(left if watch is None else watch.step(left))  # Ctrl-C: nothing lost
-                if watch is not None and not self._window:
-                    watch.check()
+                cond.wait(left)  # Ctrl-C: nothing lost
             item = self._window[0]
             self._window.popleft()
             cond.notify_all()

@@ -193,6 +193,12 @@ class LoaderStats:
             epoch, when the cache holds what the order needs).
         redecoded_bytes: the part of ``decoded_bytes`` decoded again after the cache
             had let the same block go: the cache thrashes when it is most of it.
+        slowest_batch_seconds: the longest a batch took to build (read and collate).
+        slowest_batch: that batch and its sample indices, in words (None before one).
+        isolated: with ``worker_mode="auto"``, user code not marked safe to share
+            the training process (:func:`~stoker.shares_process`,
+            :func:`~stoker.releases_gil`) ran in worker processes only, never on
+            threads or the caller's thread.
 
     Example:
         >>> import json, stoker as sk
@@ -241,6 +247,9 @@ class LoaderStats:
     cache_misses: int = 0
     decoded_bytes: int = 0
     redecoded_bytes: int = 0
+    isolated: bool = False
+    slowest_batch_seconds: float = 0.0
+    slowest_batch: str | None = None
 
     def __post_init__(self) -> None:
         if not self.bottleneck:

@@ -2,6 +2,10 @@
 
 ``releases_gil`` marks a function whose work releases the GIL; a node's
 ``releases_gil`` property asks :func:`is_marked` about the function it runs.
+``shares_process`` marks a function that is safe to run in the training process
+(it cannot crash it); a node's ``shares_process`` property asks :func:`may_share`.
+A function that releases the GIL runs on thread workers, so that mark implies this one.
+
 ``builds_operation`` marks a factory of record operations (``sk.vision.normalize``),
 which ``map`` refuses as a function, saying how it is used.
 """
@@ -12,12 +16,20 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["builds_operation", "factory_usage", "is_marked", "releases_gil"]
+__all__ = [
+    "builds_operation",
+    "factory_usage",
+    "is_marked",
+    "may_share",
+    "releases_gil",
+    "shares_process",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _MARK = "__stoker_releases_gil__"
 _FACTORY = "__stoker_builds_operation__"
+_SHARES = "__stoker_shares_process__"
 
 
 def releases_gil(fn: F) -> F:
@@ -25,7 +37,8 @@ def releases_gil(fn: F) -> F:
 
     With ``worker_mode="auto"`` a pipeline whose functions are all marked runs on
     thread workers, which start in microseconds and share memory; otherwise it runs
-    on process workers. The mark changes nothing else.
+    on process workers. It implies :func:`shares_process`: mark only code that cannot
+    crash the training process. The mark changes nothing else.
 
     Example:
         >>> import stoker as sk
@@ -38,8 +51,37 @@ def releases_gil(fn: F) -> F:
         >>> sk.releases_gil(len) is not len  # builtins are wrapped, not changed
         True
     """
+    return _mark(fn, _MARK)
+
+
+def shares_process(fn: F) -> F:
+    """Mark ``fn`` as safe to run in the training process: it cannot crash it.
+
+    With ``num_workers > 0`` and ``worker_mode="auto"``, user code runs in worker
+    processes unless it is marked, so that a native crash (a segfault in a decoder)
+    is a :class:`~stoker.WorkerCrashed` naming the record, never the end of the
+    training run. A pipeline whose functions all carry this mark (or
+    :func:`releases_gil`, which implies it) may instead start on thread workers and
+    build its batches on the caller's thread when handing them over costs more than
+    building them (tiny records). Mark pure Python, or native code you trust; the
+    mark changes nothing else: batches and states are the same either way.
+
+    Example:
+        >>> import stoker as sk
+        >>> @sk.shares_process
+        ... def parse(line):
+        ...     return int(line)
+        >>> sk.range(3).map(parse).shares_process, sk.range(3).map(parse).releases_gil
+        (True, False)
+        >>> sk.range(3).map(str).shares_process  # unmarked: isolated in processes
+        False
+    """
+    return _mark(fn, _SHARES)
+
+
+def _mark(fn: F, mark: str) -> F:
     try:
-        setattr(fn, _MARK, True)
+        setattr(fn, mark, True)
         return fn
     except (AttributeError, TypeError):
         pass
@@ -48,7 +90,7 @@ def releases_gil(fn: F) -> F:
     def marked(*args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
-    setattr(marked, _MARK, True)
+    setattr(marked, mark, True)
     return marked  # type: ignore[return-value]
 
 
@@ -61,11 +103,26 @@ def is_marked(fn: object) -> bool:
         >>> is_marked(functools.partial(releases_gil(lambda x, y: x), 1)), is_marked(print)
         (True, False)
     """
+    return _has(fn, _MARK)
+
+
+def may_share(fn: object) -> bool:
+    """True when ``fn`` may run in the training process: marked with
+    :func:`shares_process` or :func:`releases_gil`.
+
+    Example:
+        >>> may_share(releases_gil(lambda x: x)), may_share(shares_process(abs)), may_share(abs)
+        (True, True, False)
+    """
+    return _has(fn, _MARK) or _has(fn, _SHARES)
+
+
+def _has(fn: object, mark: str) -> bool:
     while isinstance(fn, functools.partial):
-        if getattr(fn, _MARK, False):
+        if getattr(fn, mark, False):
             return True
         fn = fn.func
-    return bool(getattr(fn, _MARK, False))
+    return bool(getattr(fn, mark, False))
 
 
 def builds_operation(usage: str) -> Callable[[F], F]:

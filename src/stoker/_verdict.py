@@ -11,13 +11,20 @@ checked on made-up numbers as well as on real loaders. The rules, in order:
   (the cache thrashes), what makes the blocks stay decoded (more workers would
   only decode more); else:
 
-  1. thread workers whose CPU work kept about one core busy, never more: the GIL
-     runs them one at a time (processes would run side by side);
+  0. one batch that took half the wait or more, ten times the others' average: a
+     stalled record, named with its batch and sample indices;
+
+  1. thread workers that used about one core between them and waited the rest of
+     their time: the GIL runs them one at a time (processes would run side by
+     side; more threads would only wait longer);
   2. workers that delivered no faster than the same work would run inline (the work
      measured in the workers plus the loop's own time): the hand-off costs more than
-     the work, so fewer workers, ``num_workers=0`` or bigger batches;
+     the work, so fewer workers, ``num_workers=0`` or bigger batches (and, for code
+     that ``auto`` isolates in processes, the mark that lets it go inline);
   3. busy workers (utilisation of 70 % or more): more workers while cores are free,
-     else a cheaper version of the dominant stage;
+     else a cheaper version of the dominant stage; jobs that mostly wait (CPU under
+     half their time: I/O, sleeps) are called waiting, not decoding, and for code
+     that ``auto`` isolates in processes the advice names the mark for threads;
   4. idle workers while the loop waited: a window too small for the workers (a bigger
      ``prefetch``), or the main process receiving batches;
   5. no workers: workers, when a batch costs enough to pay for a hand-off.
@@ -37,6 +44,8 @@ _BUSY = 0.7  # worker utilisation above which the workers are the limit
 _CPU_WORK = 0.5  # CPU time / wall time of jobs above which they are CPU work
 _NOT_FASTER = 0.9  # delivered in at least this share of the inline estimate: no gain
 _WORTH_A_HANDOFF = 200e-6  # seconds of work per batch below which workers cannot pay
+_STALL_SHARE = 0.5  # one batch that took this share of the wait or more, and
+_STALL_RATIO = 10.0  # this many times the others' average, is a stall
 
 Kind = Literal["input-bound", "compute-bound", "unknown"]
 
@@ -84,6 +93,12 @@ class Counters(Protocol):
     def decoded_bytes(self) -> int: ...
     @property
     def redecoded_bytes(self) -> int: ...
+    @property
+    def isolated(self) -> bool: ...
+    @property
+    def slowest_batch_seconds(self) -> float: ...
+    @property
+    def slowest_batch(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -136,9 +151,33 @@ def diagnose(s: Counters) -> Verdict:
     waited = f"the loop waited for data {share:.0%} of the time"
     if stage == "read" and _thrashes(s):
         return _cache_thrash(s, waited)
+    stall = _stall(s, waited, stage, wait)
+    if stall is not None:
+        return stall
     if s.num_workers == 0:
         return _inline(s, waited, stage)
     return _with_workers(s, waited, stage, elapsed, wait)
+
+
+def _stall(s: Counters, waited: str, stage: str, wait: float) -> Verdict | None:
+    """One batch took most of the wait, many times what the others took: a record
+    stalled (a hung read, a slow request, a pathological input), not a slow pipeline."""
+    slowest, named = s.slowest_batch_seconds, s.slowest_batch
+    if named is None or s.batches < 3 or slowest < _STALL_SHARE * wait:
+        return None
+    others = (s.fetch_seconds + s.collate_seconds - slowest) / (s.batches - 1)
+    if slowest < _STALL_RATIO * max(others, 1e-6):
+        return None
+    reason = (
+        f"{waited}, most of it for one batch: {named} took {_ms(slowest)}, "
+        f"{slowest / max(others, 1e-6):.0f}x the {_ms(others)} of the others"
+    )
+    advice = (
+        "look at the records of that batch (one of them stalled: a hung read, a slow "
+        "request, an input the code handles badly); the watchdog= warning names the "
+        "batch and shows the stuck frame while it happens",
+    )
+    return Verdict("input-bound", stage, reason, advice)
 
 
 def dominant_stage(s: Counters) -> str:
@@ -250,13 +289,18 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
     n, util = s.num_workers, s.worker_utilisation
     consumer = max(0.0, elapsed - wait)
     build = s.fetch_seconds + s.collate_seconds
-    inline_work = min(build, s.cpu_seconds) if _cpu_work(s) else build
-    # 1. threads serialised by the GIL
+    cpu_work = _cpu_work(s)
+    inline_work = min(build, s.cpu_seconds) if cpu_work else build
+    words = _stage_words(stage, cpu_work or s.cpu_seconds <= 0)
+    # 1. threads serialised by the GIL: between them they used about one core, and
+    # waited the rest of their time (each one's CPU share falls as threads are added,
+    # so the share alone does not tell)
     if (
         s.worker_mode == "thread"
         and n > 1
-        and _cpu_work(s)
-        and 0.5 * elapsed <= s.cpu_seconds <= 1.2 * elapsed
+        and s.cpu_seconds > 0
+        and 0.6 * elapsed <= s.cpu_seconds <= 1.2 * elapsed
+        and s.work_seconds >= 1.2 * s.cpu_seconds
     ):
         reason = (
             f"{waited}; {n} thread workers used {s.cpu_seconds / elapsed:.1f} "
@@ -268,8 +312,8 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
             stage,
             reason,
             (
-                "worker_mode='process' (Python work runs in parallel in processes); "
-                "num_workers=0 would do as well as these threads",
+                "worker_mode='process' (Python work runs in parallel in processes; "
+                "more threads would only wait longer for the GIL)",
                 _cheaper(stage),
             ),
         )
@@ -281,41 +325,40 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
             f"{waited}; the hand-off costs more than the work: {_ms(per_batch)} of work a "
             f"batch, delivered every {_ms(delivered)} by {n} {s.worker_mode} workers"
         )
-        return Verdict(
-            "input-bound",
-            "hand-off",
-            reason,
-            (
-                "use fewer workers: num_workers=0 (inline) would be at least as fast, or "
-                "make each job bigger (bigger batches) so the work outweighs the hand-off",
-            ),
+        handoff: tuple[str, ...] = (
+            "use fewer workers: num_workers=0 (inline) would be at least as fast, or "
+            "make each job bigger (bigger batches) so the work outweighs the hand-off",
         )
+        if s.isolated:  # "auto" would build these inline if the code were marked
+            handoff = (_MARK_SHARES, *handoff)
+        return Verdict("input-bound", "hand-off", reason, handoff)
     # 3. the workers are the limit
     if util >= _BUSY:
-        reason = (
-            f"{waited}; the {n} workers were busy {util:.0%} of the time, mostly "
-            f"{_stage_words(stage)}"
-        )
-        cpu_bound = _cpu_work(s)
+        reason = f"{waited}; the {n} workers were busy {util:.0%} of the time, mostly {words}"
         advice: tuple[str, ...]
-        if cpu_bound and n >= s.cpu_count:
+        if s.isolated and not cpu_work and s.cpu_seconds > 0:
+            # Processes for isolation, yet the jobs mostly waited: threads would
+            # overlap the waits as well, start at once and hand batches over free.
+            advice = (_MARK_RELEASES, f"more workers: num_workers={2 * n}")
+        elif cpu_work and n >= s.cpu_count:
             advice = (
-                f"every core is in use ({s.cpu_count} cores, {n} workers): {_cheaper(stage)}",
+                f"every core is in use ({s.cpu_count} cores, {n} workers): "
+                f"{_cheaper(stage, cpu_work)}",
             )
         elif s.workers_sized:
             advice = (
                 f"num_workers='auto' sizes the threads as it loads (now {n}) and adds "
                 "more while they help",
-                _cheaper(stage),
+                _cheaper(stage, cpu_work),
             )
         else:
-            more = n * 2 if not cpu_bound else min(s.cpu_count, n * 2)
-            advice = (f"more workers would help: num_workers={more}", _cheaper(stage))
+            more = n * 2 if not cpu_work else min(s.cpu_count, n * 2)
+            advice = (f"more workers would help: num_workers={more}", _cheaper(stage, cpu_work))
         return Verdict("input-bound", stage, reason, advice)
     # 4. idle workers while the loop waited
     reason = (
         f"{waited}, yet the {n} workers were busy only {util:.0%} of the time; "
-        f"most time went to {_stage_words(stage)}"
+        f"most time went to {words}"
     )
     if s.depth and s.depth <= n:
         advice_w = (
@@ -332,7 +375,24 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
     return Verdict("input-bound", stage, reason, (advice_w,))
 
 
-def _stage_words(stage: str) -> str:
+_MARK_SHARES = (
+    "worker_mode='auto' runs this code in processes because it is not marked safe to "
+    "share the training process; if it cannot crash it, mark its functions with "
+    "@sk.shares_process and auto builds these batches on the loop's thread"
+)
+_MARK_RELEASES = (
+    "threads would wait as well as these processes, start at once and hand batches "
+    "over without copies: if the functions cannot crash the training process and "
+    "release the GIL while they wait, mark them with @sk.releases_gil (auto then "
+    "runs them on threads)"
+)
+
+
+def _stage_words(stage: str, computing: bool = True) -> str:
+    if stage == "transforms" and not computing:
+        return "the map functions, waiting (I/O, sleeps, locks) rather than computing"
+    if stage == "read" and not computing:
+        return "reading records from the source, waiting for I/O"
     return {
         "read": "reading records from the source",
         "transforms": "the map functions (decode, augment)",
@@ -341,7 +401,13 @@ def _stage_words(stage: str) -> str:
     }.get(stage, stage)
 
 
-def _cheaper(stage: str) -> str:
+def _cheaper(stage: str, computing: bool = True) -> str:
+    if stage == "transforms" and not computing:
+        return (
+            "the map functions wait more than they compute: more workers overlap the "
+            "waits (threads suit it: mark them with @sk.releases_gil), or make the "
+            "waits shorter (local copies, batched requests)"
+        )
     return {
         "read": "a faster source (local copies, bigger reads, __getitems__ for whole batches)",
         "transforms": "a cheaper decode or per-record function (smaller images, NumPy over Python)",

@@ -30,7 +30,6 @@ from ._exec.inline import DeferredFuture, InlineExecutor
 from ._exec.jobs import Done, Job, Tally
 from ._prefetch import Item, Prefetcher
 from ._state import with_ahead
-from ._watchdog import Watchdog
 from .errors import IteratorFailed
 
 __all__ = ["JobWindow", "PassWindow", "inline_depth", "open_window"]
@@ -130,14 +129,15 @@ class JobWindow:
         # False once Ctrl-C interrupted planning or handing out a batch, so that a
         # batch may be lost; Ctrl-C while waiting for one keeps the window as it was.
         self.intact = True
-        self.watchdog: Watchdog | None = None  # looks in while get() waits
+        self._building: Job | None = None  # the job being built on this thread
 
-    def in_flight(self) -> list[tuple[int, str, list[int]]]:
-        """The batches in flight: (batch index, where, sample indices) each."""
-        return [
-            (job.seq, job.where, [int(i) for _, indices in job.parts for i in indices])
-            for job, _ in list(self._inflight)
-        ]
+    def in_flight(self) -> list[Job]:
+        """The jobs in flight (the one being built on the calling thread included)."""
+        jobs = [job for job, _ in list(self._inflight)]
+        building = self._building
+        if building is not None:
+            jobs.insert(0, building)
+        return jobs
 
     def state(self) -> dict[str, Any]:
         """The state after the batches handed out so far."""
@@ -224,16 +224,8 @@ class JobWindow:
         return min(finished, key=lambda p: p[0].seq)
 
     def _wait(self, futures: list[Future[Done]], deadline: float | None) -> None:
-        """Wait until one of ``futures`` is done or ``deadline`` passes; the watchdog
-        looks in when its time comes."""
-        while True:
-            left = remaining(deadline)
-            watch = self.watchdog
-            step = left if watch is None else watch.step(left)
-            done, _ = futures_wait(futures, step, FIRST_COMPLETED)
-            if done or watch is None or step == left:
-                return
-            watch.check()
+        """Wait until one of ``futures`` is done or ``deadline`` passes."""
+        futures_wait(futures, remaining(deadline), FIRST_COMPLETED)
 
     def get(self) -> Item:
         """The next item; ``StopIteration`` after the last one."""
@@ -314,9 +306,11 @@ class JobWindow:
                     self._skip.discard(job.seq)
                     self._handed_out(job)
                     continue
+                self._building = job
                 try:
                     item = self._finish(job, executor.runtime.run(job))
                 finally:
+                    self._building = None
                     self._handed_out(job)  # an error loses that batch; the next one follows
                 if item is not None:
                     if self._out or self._low != job.seq + 1:  # not simply the next in order

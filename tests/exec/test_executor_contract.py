@@ -46,7 +46,7 @@ EXECUTORS = [
     Entry("inline", 0),
     Entry("thread", 2),
     Entry("process", 2),
-    Entry("auto", 2),  # threads while process workers start, then them (or inline)
+    Entry("auto", 2),  # unmarked user code: process workers from the first batch
     Entry("ray", 2),
 ]
 

@@ -106,7 +106,11 @@ def test_auto_settings_are_accepted_and_checked():
     "make",
     [
         pytest.param(lambda: sk.range(0, 3000), id="tiny-goes-inline"),
-        pytest.param(lambda: sk.range(0, 600).map(_record, seeded=True), id="process-handover"),
+        pytest.param(
+            lambda: sk.range(0, 600).map(sk.shares_process(_record), seeded=True),
+            id="process-handover",
+        ),
+        pytest.param(lambda: sk.range(0, 600).map(_record, seeded=True), id="isolated"),
         pytest.param(lambda: sk.range(0, 600).map(_slow(0.0005)), id="threads"),
     ],
 )
@@ -119,8 +123,14 @@ def test_auto_gives_the_batches_of_a_fixed_setting(make, no_leaks):
         assert_same_batches(auto, fixed, epochs=3)
 
 
-def test_auto_resumes_exactly(no_leaks):
-    ds = sk.range(0, 120).map(_record, seeded=True)
+# Unmarked user code runs in the worker processes only; marked code may start on
+# threads while they start (the handover).
+MARKS = [pytest.param(lambda fn: fn, id="isolated"), pytest.param(sk.shares_process, id="marked")]
+
+
+@pytest.mark.parametrize("mark", MARKS)
+def test_auto_resumes_exactly(mark, no_leaks):
+    ds = sk.range(0, 120).map(mark(_record), seeded=True)
     with sk.DataLoader(ds, batch_size=8, shuffle=True, seed=1, num_workers=2) as loader:
         assert_resumes_exactly(loader, epochs=2, max_stops=6)
 
@@ -134,9 +144,10 @@ def _raises_at(bad):
     return fn
 
 
+@pytest.mark.parametrize("mark", MARKS)
 @pytest.mark.parametrize("bad", [2, 150])  # in the first (split) batch; later on
-def test_an_exception_in_a_worker_names_its_sample_and_the_next_batch_follows(bad, no_leaks):
-    ds = sk.range(0, 400).map(_raises_at(bad))
+def test_an_exception_in_a_worker_names_its_sample_and_the_next_batch_follows(bad, mark, no_leaks):
+    ds = sk.range(0, 400).map(mark(_raises_at(bad)))
     with sk.DataLoader(ds, batch_size=8, num_workers=2) as loader:
         it = iter(loader)
         good = []
@@ -169,7 +180,8 @@ def _dies_once_in_a_process(parent, pid_file):
 
 def test_a_worker_process_killed_after_the_handover_is_named_and_state_resumes(tmp_path, no_leaks):
     pid_file = str(tmp_path / "pid")
-    ds = sk.range(0, 3000).map(_dies_once_in_a_process(os.getpid(), pid_file))
+    # Marked: the first batches are built on threads, then by the worker processes.
+    ds = sk.range(0, 3000).map(sk.shares_process(_dies_once_in_a_process(os.getpid(), pid_file)))
 
     def kill():
         deadline = time.monotonic() + 60
@@ -191,10 +203,11 @@ def test_a_worker_process_killed_after_the_handover_is_named_and_state_resumes(t
     assert good + rest == list(range(3000))
 
 
+@pytest.mark.parametrize("mark", MARKS)
 @pytest.mark.parametrize("after", [0, 3, 200])  # before, around and after the handover
-def test_leaving_early_ends_every_worker(after, no_leaks):
+def test_leaving_early_ends_every_worker(after, mark, no_leaks):
     ds = sk.range(0, 2000).map(_slow(0.0005))
-    ds = ds.map(lambda x: x)  # unmarked: process workers
+    ds = ds.map(mark(lambda x: x))  # not releasing the GIL: process workers
     with sk.DataLoader(ds, batch_size=4, num_workers=2) as loader:
         for k, _ in enumerate(loader):
             if k == after:

@@ -383,6 +383,25 @@ def test_python_work_on_thread_workers_never_asks_for_more_workers(no_thread_lea
     assert "more workers" not in _text(stats), str(stats)
 
 
+def test_two_threads_sharing_the_gil_at_half_a_core_each_are_told_to_use_processes():
+    # Each thread busy all the time and on a CPU 45 % of it: one core between them.
+    stats = _stats(
+        wait_seconds=8.0,
+        fetch_seconds=19.0,
+        transform_seconds=18.0,
+        collate_seconds=0.5,
+        work_seconds=20.0,
+        cpu_seconds=9.0,
+        num_workers=2,
+        worker_mode="thread",
+        worker_utilisation=1.0,
+        depth=4,
+    )
+    assert "worker_mode='process'" in stats.verdict.advice[0], str(stats)
+    assert "more workers" not in _text(stats)
+    assert "gil" in stats.verdict.reason.lower()
+
+
 def _dies_once(marker):
     def fn(x):
         if x == 9 and not os.path.exists(marker):
@@ -406,3 +425,114 @@ def test_restarts_are_counted(tmp_path):
         stats = it.stats()
     assert stats.restarts == 1
     assert "restarts 1" in str(stats)
+
+
+# -- code that auto isolates in processes, and waits that are not decoding -------------
+
+
+def test_isolated_code_that_mostly_waits_is_told_the_mark_for_threads():
+    stats = _stats(
+        wait_seconds=8.0,
+        fetch_seconds=19.0,
+        transform_seconds=18.0,
+        collate_seconds=0.1,
+        work_seconds=19.0,
+        cpu_seconds=1.0,  # the jobs slept: 5 % CPU
+        transfer_seconds=0.5,
+        num_workers=2,
+        worker_mode="process",
+        worker_utilisation=0.95,
+        depth=4,
+        isolated=True,
+    )
+    verdict = stats.verdict
+    assert verdict.stage == "transforms"
+    assert "waiting" in verdict.reason
+    assert "decode" not in verdict.reason
+    assert "@sk.releases_gil" in verdict.advice[0]
+    assert "smaller images" not in _text(stats)
+
+
+def test_isolated_code_cheaper_than_its_hand_off_is_told_the_mark_for_inline():
+    stats = _stats(
+        wait_seconds=9.0,
+        fetch_seconds=0.5,
+        collate_seconds=0.1,
+        work_seconds=0.6,
+        cpu_seconds=0.6,
+        transfer_seconds=6.0,
+        num_workers=2,
+        worker_mode="process",
+        worker_utilisation=0.03,
+        depth=4,
+        isolated=True,
+    )
+    assert stats.verdict.stage == "hand-off"
+    assert "@sk.shares_process" in stats.verdict.advice[0]
+    assert "num_workers=0" in stats.verdict.advice[1]
+
+
+def test_code_that_may_share_the_process_is_not_told_about_marks():
+    counters = {
+        "wait_seconds": 9.0,
+        "fetch_seconds": 0.5,
+        "collate_seconds": 0.1,
+        "work_seconds": 0.6,
+        "cpu_seconds": 0.6,
+        "transfer_seconds": 6.0,
+        "num_workers": 2,
+        "worker_mode": "process",
+        "worker_utilisation": 0.03,
+        "depth": 4,
+    }
+    assert "@sk." not in _text(_stats(**counters))
+
+
+def _sleeps(x):
+    time.sleep(0.004)
+    return x
+
+
+def test_a_sleeping_map_on_workers_is_called_waiting_not_decoding(no_leaks):
+    loader = sk.DataLoader(sk.range(0, 160).map(_sleeps), batch_size=4, num_workers=2)
+    with loader, loader.iter() as it:
+        for _ in it:
+            pass
+        stats = it.stats()
+    assert stats.isolated
+    assert stats.worker_mode == "process"
+    assert stats.verdict.kind == "input-bound", str(stats)
+    assert "decode" not in stats.verdict.reason, str(stats)
+    assert "smaller images" not in _text(stats), str(stats)
+    assert "waiting" in stats.verdict.reason or "@sk.releases_gil" in _text(stats), str(stats)
+
+
+def _stalls_on_21(x):
+    if x == 21:
+        time.sleep(0.6)
+    return x
+
+
+def test_an_inline_stall_names_its_batch_and_samples():
+    loader = sk.DataLoader(sk.range(0, 80).map(_stalls_on_21), batch_size=4, watchdog=None)
+    with loader.iter() as it:
+        for _ in it:
+            pass
+        stats = it.stats()
+    assert stats.slowest_batch == "batch 5 of epoch 0: samples [20, 21, 22, 23]"
+    assert stats.slowest_batch_seconds >= 0.6
+    assert stats.verdict.kind == "input-bound"
+    assert "samples [20, 21, 22, 23]" in stats.verdict.reason
+    assert "stalled" in stats.verdict.advice[0]
+    assert "smaller images" not in _text(stats)
+
+
+def test_steady_batches_are_no_stall():
+    stats = _stats(
+        wait_seconds=9.0,
+        fetch_seconds=9.0,
+        collate_seconds=0.5,
+        slowest_batch_seconds=0.02,  # 2x the average: no stall
+        slowest_batch="batch 3 of epoch 0: samples [12]",
+    )
+    assert "stalled" not in _text(stats)

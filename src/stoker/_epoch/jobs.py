@@ -45,6 +45,11 @@ class Job:
     part: int = -1  # stream jobs: the part (and the worker that owns it)
     open_state: dict[str, Any] | None = None  # stream jobs: where the part starts
 
+    def samples(self) -> list[int]:
+        """The sample indices the job reads (none for a stream job: its part's cursor
+        decides)."""
+        return [int(i) for _, indices in self.parts for i in indices.tolist()]
+
     def for_worker(self) -> Job:
         """This job without the parent-side state (what is sent to a process)."""
         return Job(

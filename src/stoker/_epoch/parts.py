@@ -259,6 +259,9 @@ class StreamParts(_Plan):
             future.cancel()
         self._inflight[part].clear()
 
+    def in_flight(self) -> list[Job]:
+        return [queue[0][0] for queue in self._inflight if queue]
+
     def close(self) -> None:
         if self._executor is not None:
             self._executor.cancel(self._token)

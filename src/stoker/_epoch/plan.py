@@ -68,7 +68,8 @@ class EpochPlan(Protocol):
     :meth:`next_job`; any other plan reads through the executor :meth:`read_with`
     gives it (None: on the asking thread) and hands out (batch, state, records)
     from :meth:`next_item`. :meth:`final_state` starts the next epoch once the last
-    batch was handed out; :meth:`close` drops the reads in flight.
+    batch was handed out; :meth:`in_flight` names the reads it keeps in flight (for
+    the watchdog and ``LoaderTimeout``); :meth:`close` drops them.
     """
 
     @property
@@ -86,6 +87,8 @@ class EpochPlan(Protocol):
     def state(self) -> dict[str, Any]: ...
 
     def final_state(self) -> dict[str, Any]: ...
+
+    def in_flight(self) -> list[Job]: ...
 
     def close(self) -> None: ...
 
@@ -118,6 +121,9 @@ class _Plan:
 
     def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
         return None
+
+    def in_flight(self) -> list[Job]:
+        return []
 
     def close(self) -> None:
         return None
@@ -260,6 +266,9 @@ class MapPlan(_Plan):
             executor.submit, read.depth, read.token, read.on_done, read.timeout
         )
 
+    def in_flight(self) -> list[Job]:
+        return self._reader.in_flight() if self._reader is not None else []
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
@@ -277,7 +286,9 @@ class MapPlan(_Plan):
                 recs = reader.now(self._ctx(e), idx, self._where())
                 self._ready.append(Run(recs, e, idx.tolist()))
             return True
-        got = reader.next(lambda: self._cursor.take(self._chunk), self._ctx(self._epoch))
+        got = reader.next(
+            lambda: self._cursor.take(self._chunk), self._ctx(self._epoch), self._where()
+        )
         if got is None:
             return False
         idx, recs = got
@@ -334,13 +345,18 @@ class ChunkReader:
         self._token = token
         self._on_done = on_done
         self._timeout = timeout
-        self._ahead: deque[tuple[np.ndarray, Future[Done]]] = deque()
+        self._ahead: deque[tuple[Job, Future[Done]]] = deque()
         self._exhausted = False
         self._seq = 0
 
-    def _job(self, ctx: Context, idx: np.ndarray, where: str) -> Future[Done]:
+    def _job(self, ctx: Context, idx: np.ndarray, where: str) -> tuple[Job, Future[Done]]:
         self._seq += 1
-        return self._submit(Job(self._seq, "records", ((ctx, idx),), where, token=self._token))
+        job = Job(self._seq, "records", ((ctx, idx),), where, token=self._token)
+        return job, self._submit(job)
+
+    def in_flight(self) -> list[Job]:
+        """The chunks being read."""
+        return [job for job, _ in list(self._ahead)]
 
     def _result(self, future: Future[Done]) -> list[Any]:
         try:
@@ -353,20 +369,26 @@ class ChunkReader:
 
     def now(self, ctx: Context, idx: np.ndarray, where: str) -> list[Any]:
         """The records at ``idx`` (read on a worker, waited for)."""
-        return self._result(self._job(ctx, idx, where))
+        job, future = self._job(ctx, idx, where)
+        self._ahead.appendleft((job, future))
+        try:
+            return self._result(future)
+        finally:
+            self._ahead.remove((job, future))
 
     def next(
-        self, take: Callable[[], np.ndarray], ctx: Context
+        self, take: Callable[[], np.ndarray], ctx: Context, where: str = "a batch"
     ) -> tuple[np.ndarray, list[Any]] | None:
         while not self._exhausted and len(self._ahead) < self._depth:
             idx = take()
             if len(idx) == 0:
                 self._exhausted = True
                 break
-            self._ahead.append((idx, self._job(ctx, idx, "a chunk of records")))
+            self._ahead.append(self._job(ctx, idx, f"a chunk of records read for {where}"))
         if not self._ahead:
             return None
-        idx, future = self._ahead[0]
+        job, future = self._ahead[0]
+        ((_, idx),) = job.parts
         try:
             records = self._result(future)
         except LoaderTimeout:

@@ -8,7 +8,7 @@ import time
 
 from .jobs import Job
 
-__all__ = ["crash_message", "describe_exit", "dump_stacks"]
+__all__ = ["crash_message", "describe_exit", "dump_stacks", "only_sample", "samples_of"]
 
 _DUMP_SECONDS = 1.0  # for a worker to write its stacks when the watchdog asks
 
@@ -54,8 +54,25 @@ def crash_message(
             "start_method='forkserver' (or 'fork'); also check that worker_init_fn and the "
             "dataset can be unpickled in a fresh process"
         )
-    doing = f"building {job.where}" if job is not None else "idle"
-    return f"{where} while {doing}"
+    if job is None:
+        return f"{where} while idle"
+    return f"{where} while building {job.where}{samples_of(job)}"
+
+
+def samples_of(job: Job, limit: int = 16) -> str:
+    """`` (samples [i, j, ...])`` for the records ``job`` reads; empty when none are named.
+
+    Example:
+        >>> import numpy as np
+        >>> from stoker._context import Context
+        >>> samples_of(Job(3, "build", ((Context(), np.array([12, 13])),), "batch 3"))
+        ' (samples [12, 13])'
+    """
+    samples = job.samples()
+    if not samples:
+        return ""
+    shown = ", ".join(map(str, samples[:limit])) + (", …" if len(samples) > limit else "")
+    return f" (samples [{shown}])"
 
 
 def describe_exit(code: int | None) -> str:
@@ -67,3 +84,16 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def only_sample(job: Job) -> int | None:
+    """The sample a job reads when it reads exactly one (then the record that crashed).
+
+    Example:
+        >>> import numpy as np
+        >>> from stoker._context import Context
+        >>> only_sample(Job(0, "build", ((Context(), np.array([5])),), "batch 0"))
+        5
+    """
+    samples = job.samples()
+    return samples[0] if len(samples) == 1 else None

@@ -65,6 +65,7 @@ class HandoverExecutor:
         start_target: starts the target executor (None when it is the thread workers).
         tuner: the policy that decides inline vs workers and the batches in flight.
         pool_slots: recycled batch buffers of the thread workers.
+        tune_allocator: raise glibc's thresholds in this process for the threads.
 
     Resources:
         Owns the thread workers, the target executor once started, and while it
@@ -85,6 +86,7 @@ class HandoverExecutor:
         start_target: Callable[[], Any] | None = None,
         tuner: Tuner | None = None,
         pool_slots: int = 8,
+        tune_allocator: bool = False,
     ) -> None:
         self.mode = target
         self.num_workers = spec.num_workers
@@ -92,7 +94,12 @@ class HandoverExecutor:
         self.inline = False
         self._lock = threading.Lock()
         sized = self.tuner.sizer is not None and start_target is None
-        self._fast = ThreadExecutor(spec, BufferPool(spec.batch_size, pool_slots), cpu_wait=sized)
+        self._fast = ThreadExecutor(
+            spec,
+            BufferPool(spec.batch_size, pool_slots),
+            cpu_wait=sized,
+            tune_allocator=tune_allocator,
+        )
         self._runtime = Runtime(spec, 0, "inline", BufferPool(spec.batch_size, 4))
         self._start_target = start_target
         self._target: Any = None

@@ -48,6 +48,7 @@ class Tally:
         self.transfer_seconds = 0.0
         self.nbytes = 0
         self.skipped: list[tuple[int, str]] = []
+        self.slowest: tuple[float, Job | None] = (0.0, None)  # the batch that took longest
 
     def count(self, done: Done) -> None:
         """Add a worker's timings and skipped records."""
@@ -75,6 +76,9 @@ class Tally:
 
     def finish(self, job: Job, done: Done) -> tuple[Any, dict[str, Any], int] | None:
         """A build job's (batch, state, records), or None when all were skipped."""
+        took = done.fetch_seconds + done.collate_seconds
+        if took > self.slowest[0]:
+            self.slowest = (took, job)
         if done.skipped:
             self.count(done)
         else:  # the usual case, once a batch: the sums written out

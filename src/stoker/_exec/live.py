@@ -1,15 +1,24 @@
-"""The process executors alive in this process, and what becomes of them at fork and exit.
+"""The process's open process executors, and what happens to their workers at a fork
+and at interpreter exit.
 
-After ``os.fork()`` the parent's workers are not the child's children; at interpreter
-exit this process's workers are ended by their executors before multiprocessing's own
-exit handler runs.
+* After ``os.fork()`` the parent's workers are not the child's children: they are
+  taken off the child's copy of multiprocessing's list, or its exit handler would
+  SIGTERM them.
+* At exit, executors still open (a script that ended without closing its loader) are
+  closed before multiprocessing's own exit handler runs. That handler terminates and
+  joins every child it lists; were the executors open, their results threads would
+  see those workers die and close their ``Process`` handles while the handler joins
+  them ("process object is closed"). Closed first, every worker is stopped, joined,
+  released and no longer listed. The hook is registered after ``multiprocessing.util``
+  is imported, so ``atexit`` (last in, first out) runs it before that handler; a
+  forked child's copies are left alone (``close()`` does nothing there).
 """
 
 from __future__ import annotations
 
 import atexit
-import multiprocessing.process
-import multiprocessing.util  # its exit handler is registered first, so ours runs first
+import multiprocessing
+import multiprocessing.util
 import os
 import weakref
 from typing import Any, Protocol
@@ -17,50 +26,40 @@ from typing import Any, Protocol
 __all__ = ["track"]
 
 
-class LiveExecutor(Protocol):
-    """What this module asks of a process executor."""
-
+class _Open(Protocol):
     def close(self) -> None: ...
 
-    def worker_processes(self) -> list[Any]: ...
+    def processes(self) -> list[Any]: ...
 
 
 _live: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def track(executor: LiveExecutor) -> None:
-    """Remember ``executor`` (weakly) until it is collected."""
+def track(executor: _Open) -> None:
+    """Count ``executor`` among the open ones until it is collected.
+
+    Example:
+        >>> class Nothing:
+        ...     def close(self): pass
+        ...     def processes(self): return []
+        >>> keep = Nothing(); track(keep)
+    """
     _live.add(executor)
 
 
 def _forget_workers_in_child() -> None:
-    """After ``os.fork()``: the parent's workers are not this process's children.
-
-    Without this, multiprocessing's exit handler in a forked child would SIGTERM the
-    parent's daemon workers, which it finds in the inherited list of children.
-    """
     children = getattr(multiprocessing.process, "_children", None)
     if children is None:
         return
     for executor in list(_live):
-        for process in executor.worker_processes():
+        for process in executor.processes():
             children.discard(process)
 
 
-def _close_at_exit() -> None:
-    """At interpreter exit, end this process's workers before multiprocessing does.
-
-    multiprocessing's exit handler terminates every daemon child it knows, then joins
-    each; meanwhile an executor's results thread, seeing a worker end, frees that
-    worker's process handle, and the join fails ("process object is closed", printed
-    at the end of a script that left a loader open). Closing the executors first
-    leaves multiprocessing nothing of ours to stop (atexit runs in reverse order of
-    registration). In a forked child an executor is the parent's: ``close()`` does
-    nothing there.
-    """
+def _close_before_multiprocessing_exits() -> None:
     for executor in list(_live):
         executor.close()
 
 
 os.register_at_fork(after_in_child=_forget_workers_in_child)
-atexit.register(_close_at_exit)
+atexit.register(_close_before_multiprocessing_exits)

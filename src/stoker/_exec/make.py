@@ -15,6 +15,7 @@ from .._dataset import Dataset
 from .._epoch.plan import EpochPlan
 from .._iterdataset import IterDataset
 from .executor import Executor
+from .gil import isolated
 from .jobs import WorkerSpec
 
 __all__ = ["Lease", "handover_applies", "make_executor", "pass_executor", "worker_spec"]
@@ -82,7 +83,9 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
     if mode == "thread":
         from .threads import ThreadExecutor
 
-        return ThreadExecutor(spec, BufferPool(spec.batch_size, depth + 4))
+        return ThreadExecutor(
+            spec, BufferPool(spec.batch_size, depth + 4), tune_allocator=cfg.tune_allocator
+        )
     if mode == "process":
         from .processes import ProcessExecutor
 
@@ -151,7 +154,11 @@ def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:
     ``num_workers="auto"`` may size its thread workers (under ``worker_mode="thread"``
     too, then never inline).
 
-    Not for streams (a part's cursor lives in the worker that reads it), nor with a
+    Not for user code that is not marked safe to share the training process
+    (:func:`~stoker._exec.gil.isolated`): under ``"auto"`` it runs in
+    the worker processes from the first batch on, so that a native crash in it is a
+    ``WorkerCrashed``, never the end of the trainer. Not for streams (a part's
+    cursor lives in the worker that reads it), nor with a
     ``worker_init_fn`` (it would run on the threads, then again in every process),
     nor under another start method than ``"forkserver"``: ``"fork"`` would copy
     this process while the thread workers run user code (and the locks they hold),
@@ -167,6 +174,7 @@ def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:
         and cfg.worker_init_fn is None
         and cfg.start_method == "forkserver"
         and not isinstance(spec.dataset, IterDataset)
+        and not isolated(cfg, mode, spec.dataset)
     )
 
 
@@ -213,4 +221,5 @@ def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
         start_target=start_target,
         tuner=tuner,
         pool_slots=4 * cfg.num_workers + 4,
+        tune_allocator=cfg.tune_allocator,
     )

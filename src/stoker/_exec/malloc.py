@@ -5,9 +5,11 @@ default glibc serves each one with a fresh ``mmap`` and returns it with ``munmap
 when it is freed (or trims the heap), so every record pays for page faults on
 memory it just had. Raising the mmap and trim thresholds keeps those blocks in the
 heap for reuse: on a JPEG decode-and-augment pipeline this doubles what one core
-does. Worker processes always call it; the loader calls it in the main process when
-thread workers start there. The price is that up to the trim threshold of freed
-memory stays with the process instead of going back to the system.
+does. Worker processes always call it (they are stoker's); in the main process,
+the user's, thread workers call it only under ``DataLoader(tune_allocator=True)``:
+a library changes the host process only when asked. The price is that up to the
+trim threshold of freed memory stays with the process instead of going back to the
+system.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def keep_large_blocks() -> bool:
     """Set glibc's thresholds once per process; False where there is no glibc ``mallopt``.
 
     Example:
-        >>> keep_large_blocks() in (True, False)
+        >>> callable(keep_large_blocks)  # calling it changes this process's allocator
         True
     """
     global _done

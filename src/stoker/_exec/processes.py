@@ -27,7 +27,7 @@ from typing import Any
 
 from .._shm import receive_with_segment, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
-from .diagnosis import crash_message, dump_stacks
+from .diagnosis import crash_message, dump_stacks, only_sample
 from .executor import cancel_future
 from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
@@ -137,7 +137,7 @@ class ProcessExecutor(QueuedExecutor):
             raise
         self._reader = threading.Thread(target=self._read, name="stoker-results", daemon=True)
         self._reader.start()
-        track(self)
+        track(self)  # closed at exit before multiprocessing's own handler runs
 
     @property
     def restarts(self) -> int:
@@ -325,12 +325,17 @@ class ProcessExecutor(QueuedExecutor):
                 )
                 + self._restart_advice(starting),
                 batch_index=held[0].seq if held is not None and held[0].kind == "build" else None,
+                sample_index=only_sample(held[0]) if held is not None else None,
             )
             crash.pid = worker.pid
             crash.signal = -code if code is not None and code < 0 else None
         if held is not None:
             held[1].set_exception(crash)
         self._break(crash)
+
+    def processes(self) -> list[Any]:
+        """The ``Process`` handles of the workers, live or ended and not yet joined."""
+        return [w.process for w in self._workers + self._dead]
 
     def stacks(self) -> str:
         """The Python stacks of the workers holding a job (for the watchdog's report)."""
@@ -366,10 +371,6 @@ class ProcessExecutor(QueuedExecutor):
             f"; workers were already replaced max_restarts={self._max_restarts} times: look "
             "for the record that kills them (memory, a C extension), or raise max_restarts="
         )
-
-    def worker_processes(self) -> list[Any]:
-        """The ``multiprocessing`` process objects of this executor's workers, ended ones too."""
-        return [worker.process for worker in self._workers + self._dead]
 
     # -- ending ---------------------------------------------------------------------
 

@@ -56,9 +56,17 @@ class ThreadExecutor(QueuedExecutor):
 
     mode = "thread"
 
-    def __init__(self, spec: WorkerSpec, pool: BufferPool, *, cpu_wait: bool = False) -> None:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        pool: BufferPool,
+        *,
+        cpu_wait: bool = False,
+        tune_allocator: bool = False,
+    ) -> None:
         super().__init__(spec.num_workers)
-        keep_large_blocks()
+        if tune_allocator:  # the user's process: only when asked (DataLoader(tune_allocator=))
+            keep_large_blocks()
         self._spec, self._pool, self._cpu_wait = spec, pool, cpu_wait
         self._count = spec.num_workers  # threads wanted; ids 0 .. count - 1
         self._threads: dict[int, threading.Thread] = {}  # by worker id, while it takes jobs

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from .._context import Context
 from .._hosts import Shard
 from .._iterdataset import Cursor, IterDataset, StreamNode, state_count
-from .._typing import is_marked
+from .._typing import is_marked, may_share
 from ..errors import ConfigError, StateError
 
 __all__ = [
@@ -214,6 +214,10 @@ class FromIterable(StreamNode[T]):
     @property
     def releases_gil(self) -> bool:
         return is_marked(self._factory)
+
+    @property
+    def shares_process(self) -> bool:
+        return may_share(self._factory)
 
     def _read(self, shard: Shard, epoch: int) -> Iterable[T]:
         kwargs: dict[str, Any] = {"epoch": epoch} if self._takes_epoch else {}

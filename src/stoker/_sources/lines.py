@@ -77,6 +77,10 @@ class LinesDataset(TableDataset):
     def releases_gil(self) -> bool:
         return False  # parsing JSON and CSV is Python work: auto picks processes
 
+    @property
+    def shares_process(self) -> bool:
+        return True  # stoker's own parsing: it may start on threads while processes start
+
     def __init__(
         self, paths: list[str], spans: list[np.ndarray], columns: list[str], kinds: list[str]
     ) -> None:

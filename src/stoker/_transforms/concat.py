@@ -150,6 +150,10 @@ class ConcatDataset(DatasetNode[T]):
     def releases_gil(self) -> bool:
         return all(ds.releases_gil for ds in self._parts)
 
+    @property
+    def shares_process(self) -> bool:
+        return all(ds.shares_process for ds in self._parts)
+
     def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         part_of = np.searchsorted(self._ends, indices, side="right")
         return part_of, indices - self._starts[part_of]

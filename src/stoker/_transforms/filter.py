@@ -9,7 +9,7 @@ import numpy as np
 
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset, UnaryNode
-from .._typing import is_marked
+from .._typing import is_marked, may_share
 from .map import require_callable
 
 __all__ = ["FilterDataset"]
@@ -47,6 +47,10 @@ class FilterDataset(UnaryNode[T]):
     @property
     def releases_gil(self) -> bool:
         return is_marked(self._pred) and self._parent.releases_gil
+
+    @property
+    def shares_process(self) -> bool:
+        return may_share(self._pred) and self._parent.shares_process
 
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
         pred = self._pred

@@ -12,7 +12,7 @@ from .._context import SKIP, Context, Skip
 from .._dataset import Dataset, UnaryNode
 from .._rng import reused_record_rng
 from .._stats import add_transform_time
-from .._typing import factory_usage, is_marked
+from .._typing import factory_usage, is_marked, may_share
 
 __all__ = ["MapDataset", "require_callable"]
 
@@ -63,6 +63,10 @@ class MapDataset(UnaryNode[U]):
     @property
     def releases_gil(self) -> bool:
         return is_marked(self._fn) and self._parent.releases_gil
+
+    @property
+    def shares_process(self) -> bool:
+        return may_share(self._fn) and self._parent.shares_process
 
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[U | Skip]:
         records = self._parent._fetch(indices, ctx.child(0))

@@ -167,6 +167,10 @@ class MixDataset(_Mixing, DatasetNode[T]):
     def releases_gil(self) -> bool:
         return all(ds.releases_gil for ds in self._parts)
 
+    @property
+    def shares_process(self) -> bool:
+        return all(ds.shares_process for ds in self._parts)
+
     def _mixture(self) -> MixDataset[Any]:
         return self
 

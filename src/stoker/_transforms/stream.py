@@ -14,7 +14,7 @@ from .._collate import default_collate
 from .._context import Context
 from .._iterdataset import Cursor, IterDataset, StreamCursor, StreamNode, parent_state, state_count
 from .._rng import reused_record_rng
-from .._typing import is_marked
+from .._typing import is_marked, may_share
 from ..errors import ConfigError
 from .map import require_callable
 
@@ -59,6 +59,10 @@ class _PassThrough(StreamNode[T]):
     def _fresh(self, parent: State) -> State:
         """The state of this stage at the start of a pass over its parent at ``parent``."""
         return {"parent": parent}
+
+    @property
+    def shares_process(self) -> bool:
+        return self._parent.shares_process
 
     def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
         parent = self._parent
@@ -112,6 +116,10 @@ class MappedStream(_PassThrough[U]):
     def releases_gil(self) -> bool:
         return is_marked(self._fn) and self._parent.releases_gil
 
+    @property
+    def shares_process(self) -> bool:
+        return may_share(self._fn) and self._parent.shares_process
+
     def _deal_state(self, parts: Sequence[tuple[Shard, State | None]], new: Shard) -> State:
         # A seeded map's index goes on from the records mapped by all readers together.
         total = sum(state_count(state, "count", "map") for _, state in parts)
@@ -161,6 +169,10 @@ class FilteredStream(_PassThrough[T]):
     @property
     def releases_gil(self) -> bool:
         return is_marked(self._pred) and self._parent.releases_gil
+
+    @property
+    def shares_process(self) -> bool:
+        return may_share(self._pred) and self._parent.shares_process
 
     def _open(self, ctx: Context, state: State | None) -> Cursor[T]:
         parent = self._parent._open(ctx.child(0), parent_state(state, "filter"))
@@ -219,6 +231,10 @@ class BatchedStream(_PassThrough[Any], Generic[T]):
     @property
     def releases_gil(self) -> bool:
         return is_marked(self._collate) and self._parent.releases_gil
+
+    @property
+    def shares_process(self) -> bool:
+        return may_share(self._collate) and self._parent.shares_process
 
     def _open(self, ctx: Context, state: State | None) -> Cursor[Any]:
         parent = self._parent._open(ctx.child(0), parent_state(state, "batch"))

@@ -77,6 +77,10 @@ class MixedStream(_Mixing, StreamNode[T]):
     def releases_gil(self) -> bool:
         return all(part.releases_gil for part in self._parts)  # the mixer only picks
 
+    @property
+    def shares_process(self) -> bool:
+        return all(part.shares_process for part in self._parts)
+
     def _mixture_report(self, state: dict[str, Any] | None) -> list[SourceShare]:
         counts = [0] * len(self.names)
         weights: list[float] | None = None

@@ -222,6 +222,10 @@ class ShuffledStream(StreamNode[T]):
         parent = self._parent
         return isinstance(parent, StreamNode) and parent.elastic
 
+    @property
+    def shares_process(self) -> bool:
+        return self._parent.shares_process
+
     def _open(self, ctx: Context, state: State | None) -> Cursor[T]:
         start = parent_state(state, "shuffle")
         inner = ctx.child(0)

@@ -53,6 +53,10 @@ class ZipDataset(DatasetNode[tuple[Any, ...]]):
         known = [name for name in names if name is not None]
         return " + ".join(known) if known else None
 
+    @property
+    def shares_process(self) -> bool:
+        return all(ds.shares_process for ds in self._parts)
+
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[tuple[Any, ...] | Skip]:
         columns = [ds._fetch(indices, ctx.child(k)) for k, ds in enumerate(self._parts)]
         records: list[tuple[Any, ...] | Skip] = list(builtins.zip(*columns, strict=True))
