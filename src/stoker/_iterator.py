@@ -47,10 +47,11 @@ class StateBox:
     """An iterator's latest state, shared with its loader (which reads the box of its
     most recent iterator, without keeping that iterator alive)."""
 
-    __slots__ = ("carry_len", "finished", "state")
+    __slots__ = ("carry_len", "finished", "keep", "state")
 
     def __init__(self, state: dict[str, Any] | None) -> None:
         self.state = state
+        self.keep: object = None  # what keeps the final state current (a sampler cursor)
         self.carry_len = 0
         self.finished = False  # the iterator ran to its end: state starts the next epoch
 
@@ -166,6 +167,9 @@ class LoaderIterator(Generic[B]):
             self._exhausted = True
             self._box.state = self._plan.final_state()
             self._box.finished = True
+            # The sampler's cursor writes weights set from now on (set_weights) into
+            # that state, which starts the next pass: it lives as long as the box.
+            self._box.keep = self._plan.final_keep()
             if self._monitor is not None:
                 self._monitor.close(finished=True)
             self._finalizer()

@@ -40,7 +40,7 @@ TARGETS = {
     "jpeg": [
         ("stoker auto", "speed", 1.5),
         ("stoker auto", "first_batch", 0.5),
-        ("stoker auto unmarked", "first_batch", 0.5),
+        ("stoker auto unmarked", "first_batch", 0.6),
         ("stoker process", "first_batch", 1.5),
     ],
     "memmap_workers": [("stoker process x2", "speed", 3.0)],

@@ -88,6 +88,8 @@ class EpochPlan(Protocol):
 
     def final_state(self) -> dict[str, Any]: ...
 
+    def final_keep(self) -> object: ...
+
     def in_flight(self) -> list[Job]: ...
 
     def close(self) -> None: ...
@@ -124,6 +126,10 @@ class _Plan:
 
     def in_flight(self) -> list[Job]:
         return []
+
+    def final_keep(self) -> object:
+        """What must live on after the pass for :meth:`final_state` to stay current."""
+        return None
 
     def close(self) -> None:
         return None
@@ -199,6 +205,11 @@ class MapPlan(_Plan):
         if self._final is None:
             raise RuntimeError("final_state() before the end of the epoch")
         return self._final
+
+    def final_keep(self) -> object:
+        # The cursor writes weights set after the pass (set_weights) into the changes
+        # its final state shares, so that the next epoch starts with them.
+        return self._cursor
 
     def _finish(self, leftover: list[tuple[int, int]]) -> None:
         self._done = True
