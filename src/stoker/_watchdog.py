@@ -175,8 +175,8 @@ class _Watcher:
     """The process's one watcher thread and the watchdogs it looks at."""
 
     def __init__(self) -> None:
-        # Reentrant: starting a thread may collect garbage, and an iterator's
-        # finalizer closes its watchdog (discard) on the thread holding the lock.
+        # Reentrant: collecting garbage may close an iterator's watchdog (discard)
+        # on the thread that holds the lock.
         self._lock = threading.RLock()
         self._watched: weakref.WeakSet[Watchdog] = weakref.WeakSet()
         self._thread: threading.Thread | None = None
@@ -186,8 +186,10 @@ class _Watcher:
             self._watched.add(watchdog)
 
     def discard(self, watchdog: Watchdog) -> None:
-        with self._lock:
-            self._watched.discard(watchdog)
+        # Without the lock: iterators' finalizers call it from whatever thread collects
+        # garbage, a thread being started by running() included, which must not wait
+        # for the lock its starter holds (the watcher reads a snapshot of the set).
+        self._watched.discard(watchdog)
 
     def running(self) -> None:
         """Start the thread unless it runs (a watchdog's ``begin`` set it active first:
@@ -195,11 +197,13 @@ class _Watcher:
         if self._thread is not None:
             return
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="stoker-watchdog", daemon=True
-                )
-                self._thread.start()
+            if self._thread is not None:
+                return
+            thread = threading.Thread(target=self._run, name="stoker-watchdog", daemon=True)
+            self._thread = thread
+        # Started outside the lock: a new thread may collect garbage as it starts, and
+        # a finalizer run there may close a watchdog.
+        thread.start()
 
     def _busy(self, now: float) -> bool:
         return any(w.recent(now) for w in list(self._watched))
