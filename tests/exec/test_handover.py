@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import stoker as sk
-from stoker._exec.handover import CannotMerge, concat_batches
+from stoker._exec.merge import CannotMerge, concat_batches
 from stoker._stats import available_cores
 from stoker.testing import assert_same_batches
 

@@ -24,12 +24,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
 from typing import Any
-
-import numpy as np
 
 from .._batching.pool import BufferPool
 from .._stats import available_cores
@@ -37,10 +35,10 @@ from .._tuning import Tuner
 from ..errors import IteratorFailed
 from .executor import Executor, cancel_future
 from .jobs import Done, Job, Runtime, WorkerSpec
-from .merge import CannotMerge, concat_batches, joined_done
+from .merge import copy_future, split_build, splits
 from .threads import ThreadExecutor, contained
 
-__all__ = ["HandoverExecutor", "concat_batches"]
+__all__ = ["HandoverExecutor"]
 
 
 _START_JOIN_SECONDS = 30.0
@@ -106,7 +104,7 @@ class HandoverExecutor:
         self._starter: threading.Thread | None = None
         self._start_error: BaseException | None = None
         self._closed = False
-        self._split = spec.batched and spec.collate_fn is None and spec.on_error == "raise"
+        self._split = splits(spec)
         self._last_token = -1  # the latest iterator seen (the lease counts them upwards)
         self.handed_over_at: float | None = None
         self._created = time.perf_counter()
@@ -225,7 +223,7 @@ class HandoverExecutor:
             if self._closed:
                 cancel_future(future)
                 continue
-            self._fast.submit(job).add_done_callback(partial(_copy, into=future))
+            self._fast.submit(job).add_done_callback(partial(copy_future, into=future))
 
     def _run_here(self, job: Job) -> Future[Done]:
         future: Future[Done] = Future()
@@ -242,56 +240,23 @@ class HandoverExecutor:
         return future
 
     def _split_job(self, job: Job) -> Future[Done]:
-        """``job`` built by every thread worker, a slice each, then joined.
+        """``job`` built by every thread worker, a slice each, then joined
+        (:func:`~stoker._exec.merge.split_build`).
 
-        The slices are concatenated only when that gives exactly the batch a single
-        build gives (arrays of one dtype and row shape, in dicts or tuples); otherwise
-        the whole job is built again, on one worker.
+        While there are no more slices than cores, the jobs submitted meanwhile wait
+        until it is done, so that no thread leaves it for the next batch.
         """
-        ((ctx, indices),) = job.parts
-        pieces = [p for p in np.array_split(indices, self._fast.workers) if len(p)]
-        if len(pieces) < 2:
+        ((_, indices),) = job.parts
+        slices = min(self._fast.workers, len(indices))
+        if slices < 2:
             return self._fast.submit(job)
-        merged: Future[Done] = Future()
-        if len(pieces) <= available_cores():  # the slices have the cores to themselves
+        if slices <= available_cores():  # the slices have the cores to themselves
             with self._lock:
                 self._held = []
-            merged.add_done_callback(lambda _f: self._release())
-        subs = [
-            self._fast.submit(
-                Job(job.seq, "build", ((ctx, p),), job.where, None, len(p), job.token)
-            )
-            for p in pieces
-        ]
-        left = [len(subs)]
-        lock = threading.Lock()
-
-        def joined(_: Future[Done]) -> None:
-            with lock:
-                left[0] -= 1
-                if left[0]:
-                    return
-            if any(f.cancelled() for f in subs):
-                cancel_future(merged)
-                return
-            error = next((f.exception() for f in subs if f.exception() is not None), None)
-            if error is not None:
-                _settle(merged, error=error)
-                return
-            dones = [f.result() for f in subs]
-            try:
-                value = concat_batches([d.value for d in dones])
-            except CannotMerge:
-                whole = self._fast.submit(job)
-                whole.add_done_callback(lambda f: _copy(f, merged))
-                return
-            _settle(merged, joined_done(value, dones))
-
-        for sub in subs:
-            if sub.cancelled():
-                cancel_future(merged)
-                return merged
-            sub.add_done_callback(joined)
+        merged = split_build(self._fast.submit, job, slices)
+        if merged is None:  # not reached: there are two slices at least
+            merged = self._fast.submit(job)
+        merged.add_done_callback(lambda _f: self._release())
         return merged
 
     def _start(self) -> None:
@@ -387,27 +352,3 @@ def _failed(error: BaseException) -> Future[Done]:
     future: Future[Done] = Future()
     future.set_exception(error)
     return future
-
-
-def _settle(
-    future: Future[Done], done: Done | None = None, error: BaseException | None = None
-) -> None:
-    """Resolve ``future`` unless its reader cancelled it meanwhile."""
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(done)  # type: ignore[arg-type]
-    except InvalidStateError:
-        pass
-
-
-def _copy(source: Future[Done], into: Future[Done]) -> None:
-    if source.cancelled():
-        cancel_future(into)
-        return
-    error = source.exception()
-    if error is not None:
-        _settle(into, error=error)
-    else:
-        _settle(into, source.result())

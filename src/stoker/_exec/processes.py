@@ -32,6 +32,7 @@ from .executor import cancel_future
 from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
 from .live import track
+from .merge import split_build, splits
 from .queue import QueuedExecutor
 from .slots import SlotRef, SlotRing, views
 from .worker import PackedError, worker_main
@@ -125,6 +126,8 @@ class ProcessExecutor(QueuedExecutor):
         # descriptors here, and a replacement worker attaches them whenever it starts:
         # their owners (the datasets) must live as long as these workers may.
         self._spec = spec
+        self._split = splits(spec) and spec.num_workers > 1
+        self._last_token = -1  # the latest iterator seen (the lease counts them upwards)
         self._ring = SlotRing(slot_cap)
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
@@ -169,6 +172,21 @@ class ProcessExecutor(QueuedExecutor):
         return _Worker(worker_id, process, conn, life_w)
 
     # -- the parent's side of the queue ---------------------------------------------
+
+    def submit(self, job: Job) -> Future[Done]:
+        """Queue ``job``; its future resolves to the worker's :class:`Done`.
+
+        The first batch of each iterator is built by every worker, a slice each, and
+        joined (:func:`~stoker._exec.merge.split_build`): a cold start waits for one
+        slice, not for a whole batch on one worker.
+        """
+        first = job.token > self._last_token
+        self._last_token = max(self._last_token, job.token)
+        if first and self._split and job.kind == "build" and len(job.parts) == 1:
+            merged = split_build(super().submit, job, self.num_workers)
+            if merged is not None:
+                return merged
+        return super().submit(job)
 
     def _queued(self, job: Job) -> None:
         self._dispatch()
