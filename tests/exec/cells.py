@@ -76,12 +76,14 @@ class Hold:
     """Holds record :data:`STUCK` back while the file ``gate`` exists, up to ``seconds``.
 
     The gate is a file, so that thread, process and Ray workers (all on this host) see
-    it. When the held record is let go, ``released`` is written: a test that sees no
-    such file knows the record was still held.
+    it. When the record starts being held, ``entered`` is written, and ``released``
+    when it is let go: a test that sees the first and not the second knows the record
+    is held now.
     """
 
     def __init__(self, folder: Path, seconds: float) -> None:
         self.gate = folder / "gate"
+        self.entered = folder / "entered"
         self.released = folder / "released"
         self.seconds = seconds
 
@@ -92,11 +94,22 @@ class Hold:
     def open(self) -> None:
         self.gate.unlink(missing_ok=True)
 
+    def wait_until_held(self, seconds: float = 30) -> None:
+        """Return once the record is being held (a worker or the caller reached it)."""
+        deadline = time.monotonic() + seconds
+        while not self.entered.exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"record {STUCK} was not reached within {seconds} s")
+            time.sleep(0.005)
+
     def function(self) -> Callable[[int], int]:
-        gate, released, seconds = str(self.gate), str(self.released), self.seconds
+        gate, entered, released = str(self.gate), str(self.entered), str(self.released)
+        seconds = self.seconds
 
         def hold(x: int) -> int:
             if x == STUCK and os.path.exists(gate):
+                with open(entered, "w"):
+                    pass
                 deadline = time.monotonic() + seconds
                 while os.path.exists(gate) and time.monotonic() < deadline:
                     time.sleep(0.005)

@@ -36,6 +36,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -220,13 +221,17 @@ def test_the_watchdog_names_the_record_in_flight(
     assert framed, warnings[-1]  # the stuck frame
 
 
-def _read_until_timeout(it: Any, got: list[Any]) -> sk.LoaderTimeout:
-    try:
-        for batch in it:
-            got.append(as_lists(batch))
-    except sk.LoaderTimeout as exc:
-        return exc
-    raise AssertionError(f"no LoaderTimeout: the epoch ended after {len(got)} batches")
+def _read_until_timeout(it: Any, got: list[Any], hold: Hold) -> sk.LoaderTimeout:
+    """Read on until ``LoaderTimeout`` comes while the record is held."""
+    while True:
+        try:
+            for batch in it:
+                got.append(as_lists(batch))
+        except sk.LoaderTimeout as exc:
+            if hold.entered.exists():
+                return exc
+            continue  # a busy machine stalled an earlier batch: next() goes on
+        raise AssertionError(f"no LoaderTimeout: the epoch ended after {len(got)} batches")
 
 
 @_grid("timeout", RAY_HELD)
@@ -241,7 +246,7 @@ def test_loader_timeout_names_the_record_in_flight(
         got = [as_lists(_first(it))]
         hold.close()
         try:
-            error = _read_until_timeout(it, got)
+            error = _read_until_timeout(it, got, hold)
         finally:
             hold.open()
         text = str(error)
@@ -251,10 +256,17 @@ def test_loader_timeout_names_the_record_in_flight(
     assert got == expected
 
 
-def _sigint_later(delay: float) -> threading.Timer:
-    timer = threading.Timer(delay, os.kill, args=(os.getpid(), signal.SIGINT))
-    timer.start()
-    return timer
+def _sigint_once_held(hold: Hold) -> threading.Thread:
+    """Press Ctrl-C (a SIGINT to this process) once the record is held, as a user would."""
+
+    def press() -> None:
+        hold.wait_until_held()
+        time.sleep(0.1)  # the consumer waits in next() by now
+        os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=press, name="ctrl-c", daemon=True)
+    presser.start()
+    return presser
 
 
 def _read_all(it: Any) -> None:
@@ -273,15 +285,14 @@ def test_ctrl_c_while_a_record_is_held_raises_at_once(
     with loader, loader.iter() as it:
         next(it)
         hold.close()
-        timer = _sigint_later(0.3)
+        presser = _sigint_once_held(hold)
         try:
             with pytest.raises(KeyboardInterrupt):
                 _read_all(it)
             assert not hold.released.exists(), "Ctrl-C waited for the held record"
         finally:
-            timer.cancel()  # the loop ended early: no Ctrl-C outside the raises block
-            timer.join()
             hold.open()
+            presser.join()
 
 
 @_grid("close", RAY_HELD)
@@ -306,10 +317,10 @@ def test_close_wakes_a_consumer_blocked_in_next(cell: tuple[Plan, Entry], tmp_pa
         consumer = threading.Thread(target=consume, args=(it,), name="consumer", daemon=True)
         consumer.start()
         try:
-            consumer.join(0.3)  # it reads the batches before the held one at once
-            assert hold.gate.exists()
+            hold.wait_until_held()
+            consumer.join(0.1)  # it waits in next() by now (inline: it holds the record)
             it.close()
-            consumer.join(2)
+            consumer.join(1.5)
             woken = not consumer.is_alive()
             held = not hold.released.exists()
         finally:
