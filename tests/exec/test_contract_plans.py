@@ -85,7 +85,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     },
     **{(plan, "inline", "close"): _CLOSE_CHUNKS_INLINE for plan in ("filter", "pack", "skip")},
     **{(plan, mode, "close"): _CLOSE_PARTS for plan in ("stream", "mixed") for mode in WORKERS},
-    **{(plan, "ray", "watchdog"): _RAY_FRAME for plan in RAY_HELD},
 }
 
 
@@ -216,28 +215,69 @@ def _names_the_record(plan: Plan, entry: Entry, text: str) -> None:
         assert re.search(r"part \d of 2 of the stream", text), text
 
 
+class _LetGoOnReport(logging.Handler):
+    """Lets the held record go once the watchdog has reported it, however long the
+    report took to write (it asks process workers for their stacks)."""
+
+    def __init__(self, hold: Hold) -> None:
+        super().__init__(logging.WARNING)
+        self.hold = hold
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "no batch for" in record.getMessage() and self.hold.entered.exists():
+            self.hold.open()
+
+
+def _watchdog_reports(
+    plan: Plan, entry: Entry, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> tuple[list[str], str | None]:
+    """The watchdog's reports while the record is held, and ``it.stats().watchdog``."""
+    hold = Hold(tmp_path, seconds=10)
+    let_go = _LetGoOnReport(hold)
+    logger = logging.getLogger("stoker")
+    loader = plan.loader(entry, hold.function(), watchdog=0.2)
+    with caplog.at_level(logging.WARNING, logger="stoker"), loader, loader.iter() as it:
+        next(it)  # the workers have started
+        caplog.clear()  # a slow start may have been reported
+        logger.addHandler(let_go)
+        hold.close()
+        try:
+            for _ in it:
+                pass
+        finally:
+            logger.removeHandler(let_go)
+            hold.open()
+        findings = it.stats().watchdog
+    warnings = [r.getMessage() for r in caplog.records if "no batch for" in r.getMessage()]
+    return warnings, findings
+
+
+def _framed(warnings: list[str]) -> list[str]:
+    """The reports that show the frame the record is held in (a busy machine may have
+    stalled another batch too)."""
+    return [w for w in warnings if re.search(r"line \d+,? in hold\b", w)]
+
+
 @_grid("watchdog", RAY_HELD)
 def test_the_watchdog_names_the_record_in_flight(
     cell: tuple[Plan, Entry], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     plan, entry = cell
-    hold = Hold(tmp_path, seconds=1.0)
-    loader = plan.loader(entry, hold.function(), watchdog=0.2)
-    with caplog.at_level(logging.WARNING, logger="stoker"), loader, loader.iter() as it:
-        next(it)  # the workers have started
-        caplog.clear()  # a slow start may have been reported
-        hold.close()
-        for _ in it:
-            pass
-        findings = it.stats().watchdog
-    hold.open()
-    warnings = [r.getMessage() for r in caplog.records if "no batch for" in r.getMessage()]
+    warnings, findings = _watchdog_reports(plan, entry, tmp_path, caplog)
     assert findings is not None
-    assert findings in warnings[-1]
-    # A busy machine may stall another batch too: the report of the held one shows its frame.
-    framed = [w for w in warnings if re.search(r"line \d+,? in hold\b", w)]
-    _names_the_record(plan, entry, (framed or warnings)[-1])
-    assert framed, warnings[-1]  # the stuck frame
+    assert any(findings in w for w in warnings)  # it.stats() keeps what was logged
+    _names_the_record(plan, entry, (_framed(warnings) or warnings)[-1])
+    if entry.mode != "ray":  # see the test below
+        assert _framed(warnings), warnings[-1]
+
+
+@pytest.mark.xfail(strict=True, reason=_RAY_FRAME)
+@pytest.mark.parametrize("cell", [(PLANS[0], Entry("ray", 2))], ids=["map-ray-2"], indirect=True)
+def test_the_watchdog_shows_the_frame_a_ray_worker_is_stuck_in(
+    cell: tuple[Plan, Entry], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    warnings, _ = _watchdog_reports(*cell, tmp_path, caplog)
+    assert _framed(warnings), warnings[-1]
 
 
 def _read_until_timeout(it: Any, got: list[Any], hold: Hold) -> sk.LoaderTimeout:
