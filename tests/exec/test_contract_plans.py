@@ -7,7 +7,8 @@ cell:
 
 * the batches are the inline ones (a stream read by ``n`` workers is deterministic
   for ``n``: its batches are those of thread workers, its records those of inline);
-* a state taken mid-epoch resumes exactly, in a loader built afresh;
+* a state taken mid-epoch resumes exactly, in a loader built afresh (Ray: in the same
+  loader, whose actors took seconds to start);
 * with ``watchdog=`` small, a record held back is named in the warning (batch and
   sample index; a stream's records have no index, so its part is named) with the
   frame it is stuck in;
@@ -22,7 +23,8 @@ cell:
 Ray, whose actors take seconds to start, runs the batches and resume for one plan of
 each kind of job (a batch, a chunk read past a filter, a stream's part) and the
 properties with a held record for the map and the stream: they are one path of the
-window whatever the plan, and every plan runs them on the other executors. The
+window whatever the plan, and every plan runs them on the other executors. Ray's
+watchdog report has no stuck frame yet: that is its own test, marked. The
 watchdog is off (``watchdog=None``) except in its own test: it only looks from
 outside, and its thread stays a second after the last ``next()``, which every leak
 check would wait out.
