@@ -16,7 +16,8 @@ cell:
   still comes when the record is let go;
 * Ctrl-C (a real SIGINT) while ``next()`` waits raises ``KeyboardInterrupt`` at once,
   while the record is still held;
-* ``close()`` from another thread wakes a consumer blocked in ``next()``;
+* ``it.close()`` from another thread wakes a consumer blocked in ``next()``, and so
+  does ``loader.close()`` (for the map and the stream: it is the executors' close);
 * and afterwards nothing is left: no stoker thread, child process, descriptor or
   shared-memory segment (the ``no_leaks`` fixture, in every test).
 
@@ -39,7 +40,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,10 @@ _CLOSE_PARTS = (
     "StreamParts.close() (_epoch/parts.py) cancels only parts not started: _ready_part() waits "
     "in futures_wait() until the running part ends, then popleft() on the cleared deque"
 )
+_CLOSE_THREADS = (
+    "ThreadExecutor.close() (_exec/threads.py) cancels only queued jobs and joins its threads "
+    "for up to 5 s: the running job's future is never failed, so the waiting next() sleeps on"
+)
 _RAY_FRAME = (
     "RayExecutor.stacks() (_exec/ray.py) names the jobs each actor holds but not its stack: "
     "the report has no stuck frame ('ray stack' is suggested instead)"
@@ -87,6 +92,7 @@ KNOWN: dict[tuple[str, str, str], str] = {
     },
     **{(plan, "inline", "close"): _CLOSE_CHUNKS_INLINE for plan in ("filter", "pack", "skip")},
     **{(plan, mode, "close"): _CLOSE_PARTS for plan in ("stream", "mixed") for mode in WORKERS},
+    **{(plan, "thread", "loader.close"): _CLOSE_THREADS for plan in ("map", "stream")},
 }
 
 
@@ -103,9 +109,11 @@ def local_ray() -> Iterator[None]:
     next(ray, None)
 
 
-def _cells(prop: str, ray_plans: set[str] | None = None) -> list[Any]:
+def _cells(prop: str, ray_plans: set[str] | None, plans: set[str] | None) -> list[Any]:
     out = []
     for plan in PLANS:
+        if plans is not None and plan.name not in plans:
+            continue
         for entry in EXECUTORS:
             if entry.mode == "ray" and ray_plans is not None and plan.name not in ray_plans:
                 continue
@@ -126,8 +134,8 @@ def cell(request: pytest.FixtureRequest) -> tuple[Plan, Entry]:
     return plan, entry
 
 
-def _grid(prop: str, ray_plans: set[str] | None = None) -> Any:
-    return pytest.mark.parametrize("cell", _cells(prop, ray_plans), indirect=True)
+def _grid(prop: str, ray_plans: set[str] | None = None, plans: set[str] | None = None) -> Any:
+    return pytest.mark.parametrize("cell", _cells(prop, ray_plans, plans), indirect=True)
 
 
 def _no_hold(x: int) -> int:
@@ -356,9 +364,12 @@ def test_ctrl_c_while_a_record_is_held_raises_at_once(
             presser.join()
 
 
-@_grid("close", RAY_HELD)
-def test_close_wakes_a_consumer_blocked_in_next(cell: tuple[Plan, Entry], tmp_path: Path) -> None:
-    plan, entry = cell
+def _close_while_blocked(
+    plan: Plan, entry: Entry, tmp_path: Path, close: Callable[[Any, Any], None]
+) -> tuple[bool, bool, list[str]]:
+    """A consumer thread reads until it waits for the held record; then ``close(loader,
+    it)`` runs here. Whether the consumer was woken (within 1.5 s), whether the record
+    was still held then, and how the consumer's loop ended."""
     hold = Hold(tmp_path, seconds=30)
     ended: list[str] = []
 
@@ -368,7 +379,7 @@ def test_close_wakes_a_consumer_blocked_in_next(cell: tuple[Plan, Entry], tmp_pa
             ended.append("stopped")
         except sk.StokerError as exc:
             ended.append(type(exc).__name__)
-        except BaseException as exc:  # checked below, in the test's thread
+        except BaseException as exc:  # checked by the test, in its own thread
             ended.append(repr(exc))
 
     with plan.loader(entry, hold.function(), watchdog=None) as loader:
@@ -380,15 +391,39 @@ def test_close_wakes_a_consumer_blocked_in_next(cell: tuple[Plan, Entry], tmp_pa
         try:
             hold.wait_until_held()
             consumer.join(0.1)  # it waits in next() by now (inline: it holds the record)
-            it.close()
+            close(loader, it)
             consumer.join(1.5)
             woken = not consumer.is_alive()
             held = not hold.released.exists()
         finally:
             hold.open()
             consumer.join(30)
+            it.close()
+    return woken, held, ended
+
+
+@_grid("close", RAY_HELD)
+def test_close_wakes_a_consumer_blocked_in_next(cell: tuple[Plan, Entry], tmp_path: Path) -> None:
+    plan, entry = cell
+    woken, held, ended = _close_while_blocked(plan, entry, tmp_path, lambda _, it: it.close())
     if entry.num_workers:
-        assert woken, "close() did not wake the consumer"
+        assert woken, "it.close() did not wake the consumer"
+    else:  # the consumer builds the batch itself, in the held record: it ends after it
+        assert not woken
+        assert held
+    assert ended in (["stopped"], ["IteratorFailed"])
+
+
+@_grid("loader.close", RAY_HELD, plans={"map", "stream"})
+def test_loader_close_wakes_a_consumer_blocked_in_next(
+    cell: tuple[Plan, Entry], tmp_path: Path
+) -> None:
+    """``loader.close()`` ends the workers: a consumer waiting for them is woken (the map
+    and the stream: this is the executors' close, whatever the plan)."""
+    plan, entry = cell
+    woken, held, ended = _close_while_blocked(plan, entry, tmp_path, lambda ld, _: ld.close())
+    if entry.num_workers:
+        assert woken, "loader.close() did not wake the consumer"
     else:  # the consumer builds the batch itself, in the held record: it ends after it
         assert not woken
         assert held
