@@ -165,14 +165,17 @@ def _copy(batch: Any) -> Any:
     return batch.copy()
 
 
-def _two_epochs(loader: Any) -> tuple[list[Any], list[Any]]:
-    """The batches of epochs 0 and 1, and the records each epoch skipped."""
-    batches, skipped = [], []
+def _two_epochs(loader: Any) -> tuple[list[Any], list[Any], set[str]]:
+    """The batches of epochs 0 and 1, the records each epoch skipped, and the modes
+    that ran them (``it.stats().worker_mode``)."""
+    batches, skipped, modes = [], [], set()
     for epoch in range(2):
         with loader.iter(epoch=epoch) as it:
             batches += [_copy(b) for b in it]
-            skipped.append(it.stats().skipped)
-    return batches, skipped
+            stats = it.stats()
+            skipped.append(stats.skipped)
+            modes.add(stats.worker_mode)
+    return batches, skipped, modes
 
 
 @_grid("batches", RAY_BATCHES)
@@ -184,8 +187,11 @@ def test_the_same_batches_as_inline_and_a_mid_epoch_state_resumes(
     expected = [as_lists(b) for b in reference]
     per_epoch = len(_reference(plan, entry, 1))
     with plan.loader(entry, _no_hold, watchdog=None, **_order(plan)) as loader:
-        got, skipped = _two_epochs(loader)
+        got, skipped, modes = _two_epochs(loader)
         assert len(got) == len(reference)
+        # The default mode runs user code not marked safe to share this process in
+        # worker processes (guarantee 7); the others run what was asked for.
+        assert modes == {"process" if entry.mode == "auto" else entry.mode}
         if plan.options.get("on_error") == "skip":  # counted once, in every epoch
             assert skipped == [[(FAILING, f"ValueError: bad record {FAILING}")]] * 2
         for k, (a, b) in enumerate(zip(reference, got, strict=True)):
