@@ -1,7 +1,8 @@
 """The contract every executor keeps (``stoker._exec.executor.Executor``).
 
-Each test runs once per entry of ``EXECUTORS``; a new executor is added by adding its
-entry (its ``worker_mode`` and how many workers to give it). The executors are
+Each test runs once per entry of ``EXECUTORS`` (in ``cells.py``, shared with the plan
+axis of ``test_contract_plans.py``); a new executor is added by adding its entry (its
+``worker_mode`` and how many workers to give it). The executors are
 used the two ways the loader uses them: straight (``submit`` / ``cancel`` /
 ``close``), and behind a ``DataLoader`` with that ``worker_mode``.
 """
@@ -15,12 +16,12 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import wait as futures_wait
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 import ray_local
+from cells import EXECUTORS, Entry
 from gates import held_back
 
 import stoker as sk
@@ -29,26 +30,6 @@ from stoker._exec.executor import Executor
 from stoker._exec.jobs import Job
 from stoker._exec.make import make_executor, worker_spec
 from stoker.testing import assert_batches_equal, run_epochs
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One executor under test: the loader's ``worker_mode`` and ``num_workers``."""
-
-    mode: str
-    num_workers: int
-
-    def __str__(self) -> str:
-        return f"{self.mode}-{self.num_workers}"
-
-
-EXECUTORS = [
-    Entry("inline", 0),
-    Entry("thread", 2),
-    Entry("process", 2),
-    Entry("auto", 2),  # unmarked user code: process workers from the first batch
-    Entry("ray", 2),
-]
 
 
 @pytest.fixture(scope="module")
