@@ -191,10 +191,8 @@ class RemoteReadError(StokerError, OSError):
         self._budget = budget
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (
-            type(self),
-            (self.url, self.attempts, self.last_error, self.seconds, self._budget),
-        )
+        args = (self.url, self.attempts, self.last_error, self.seconds, self._budget)
+        return (type(self), args, dict(self.__dict__))  # notes and the sample index too
 
 
 class DecodeError(StokerError, ValueError):

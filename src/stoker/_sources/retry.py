@@ -170,9 +170,11 @@ def classify(exc: BaseException) -> str | None:
 
 def _describe(exc: BaseException) -> str:
     status = _status(exc)
-    text = f"HTTP {status}" if status is not None else type(exc).__name__
+    if status is not None:
+        message = getattr(exc, "message", None)
+        return f"HTTP {status} {message}" if isinstance(message, str) else f"HTTP {status}"
     detail = str(exc).strip()
-    return f"{text} ({detail[:120]})" if detail and detail != str(status) else text
+    return f"{type(exc).__name__} ({detail[:120]})" if detail else type(exc).__name__
 
 
 _rng = threading.local()
