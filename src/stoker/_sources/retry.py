@@ -46,7 +46,9 @@ class RetryPolicy:
         total_seconds: the most time one read may take over all its tries; a wait
             that would go past it ends the read with :class:`~stoker.RemoteReadError`.
         timeout: seconds after which one request counts as failed (and is tried
-            again); None waits as long as the file system does. Applies to
+            again); None (the default) waits as long as the file system does (its
+            own timeouts are retried). A request may be a whole file or a Parquet
+            column chunk: set it above the longest download you expect. Applies to
             asynchronous file systems (HTTP, S3, GCS, Azure).
 
     Example:
@@ -63,7 +65,7 @@ class RetryPolicy:
     backoff: float = 0.1
     max_backoff: float = 20.0
     total_seconds: float = 120.0
-    timeout: float | None = 60.0
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.attempts, int) or isinstance(self.attempts, bool):
