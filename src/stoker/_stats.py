@@ -70,7 +70,10 @@ class SourceReads:
 
 
 def _fields(r: SourceReads) -> tuple[Any, ...]:
-    return dataclasses.astuple(r)
+    return (
+        r.hits, r.misses, r.decoded_bytes, r.redecoded_bytes,
+        r.requests, r.retries, r.truncated, r.remote_bytes, r.backoff_seconds,
+    )  # fmt: skip
 
 
 def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = False) -> None:
