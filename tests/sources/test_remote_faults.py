@@ -133,8 +133,11 @@ def test_tar_shards_every_sample_once_and_resume(store, mode, workers):
     expected = sorted((f"s{s}/{k:03d}", _blob(100 * s + k)) for s in range(4) for k in range(5))
     assert sorted(_keys(clean)) == expected
     _storm(faults, seed=3)
-    assert _keys(run_epochs(sk.DataLoader(ds, **kwargs), 1)) == _keys(clean)
+    it = iter(sk.DataLoader(ds, **kwargs))
+    assert _keys(list(it)) == _keys(clean)
     assert faults.count("truncate") + faults.count("reset") > 0
+    if workers:  # streams read without workers do not report their reads (yet)
+        assert it.stats().remote_retries >= faults.count("truncate")
     if mode != "process":
         _storm(faults, seed=4)
         assert_resumes_exactly(sk.DataLoader(ds, **kwargs), epochs=1, max_stops=3)
