@@ -46,6 +46,7 @@ from .._tally import RemoteTally, remote_tally
 from ..errors import ConfigError, RemoteReadError
 from .extras import require
 from .listing import is_glob
+from .remote_file import RangeFile
 from .retry import Attempts, RetryPolicy, classify
 
 __all__ = ["DEFAULT_CONCURRENCY", "Remote", "is_url"]
@@ -316,8 +317,6 @@ class Remote:
             FileNotFoundError: no such object.
             RemoteReadError: a read whose budget ran out.
         """
-        from .remote_file import RangeFile
-
         return RangeFile.buffered(self, url, self.size(url), remote_tally(), block_size)
 
     def read_many(self, urls: Sequence[str]) -> list[bytes]:

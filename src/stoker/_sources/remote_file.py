@@ -12,14 +12,19 @@ the many small reads of a footer or a tar header into one request.
 from __future__ import annotations
 
 import io
-from typing import IO, TYPE_CHECKING, cast
+from typing import IO, Protocol, cast
 
 from .._tally import RemoteTally
 
-if TYPE_CHECKING:
-    from .remote import Remote
+__all__ = ["RangeFile", "RangeReader"]
 
-__all__ = ["RangeFile"]
+
+class RangeReader(Protocol):
+    """What reads the ranges (a :class:`~stoker._sources.remote.Remote`)."""
+
+    def read_range(self, url: str, start: int, end: int, tally: RemoteTally) -> bytes:
+        """Bytes ``[start, end)`` of ``url``."""
+        ...
 
 
 class RangeFile(io.RawIOBase):
@@ -38,7 +43,7 @@ class RangeFile(io.RawIOBase):
         None of its own: requests go through the ``Remote``'s file system.
     """
 
-    def __init__(self, remote: Remote, url: str, size: int, tally: RemoteTally) -> None:
+    def __init__(self, remote: RangeReader, url: str, size: int, tally: RemoteTally) -> None:
         super().__init__()
         self._remote = remote
         self._url = url
@@ -48,7 +53,7 @@ class RangeFile(io.RawIOBase):
 
     @classmethod
     def buffered(
-        cls, remote: Remote, url: str, size: int, tally: RemoteTally, block_size: int
+        cls, remote: RangeReader, url: str, size: int, tally: RemoteTally, block_size: int
     ) -> IO[bytes]:
         """A buffered reader over a new ``RangeFile`` (reads of at least ``block_size``)."""
         return cast("IO[bytes]", io.BufferedReader(cls(remote, url, size, tally), block_size))
