@@ -182,7 +182,8 @@ class RemoteReadError(StokerError, OSError):
             f"reading {url!r} failed {attempts} times over {seconds:.1f} s (last: "
             f"{last_error}); the store is throttling or failing: raise the budget "
             f"(retry=stoker.RetryPolicy(attempts={2 * budget}, total_seconds=...)) or "
-            "lower concurrency= (fewer requests in flight per process)"
+            "send fewer requests at once (a lower concurrency= on the source, or fewer "
+            "workers)"
         )
         self.url = url
         self.attempts = attempts
