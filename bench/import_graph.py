@@ -36,6 +36,7 @@ RANKS: dict[str, int] = {
     "_worker_info": 0,
     "_torch_types": 0,
     "_stats": 0,
+    "_tally": 0,
     "_verdict": 0,
     "_progress": 0,
     "_watchdog": 0,

@@ -104,3 +104,15 @@ def test_testing_helpers_are_reachable_from_the_package_and_imported_lazily():
 def test_an_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no_such_name"):
         _ = sk.no_such_name
+
+
+def test_remote_retry_policy_is_exported_frozen_and_checked():
+    policy = sk.RetryPolicy()
+    assert "RetryPolicy" in sk.__all__
+    assert "RemoteReadError" in sk.__all__
+    assert (policy.attempts, policy.backoff, policy.total_seconds) == (10, 0.1, 120.0)
+    with pytest.raises(AttributeError):
+        policy.attempts = 3  # type: ignore[misc]
+    with pytest.raises(sk.ConfigError, match="attempts"):
+        sk.RetryPolicy(attempts=0)
+    assert issubclass(sk.RemoteReadError, OSError)

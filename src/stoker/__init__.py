@@ -45,6 +45,7 @@ from ._sources.lines import from_jsonl as from_jsonl
 from ._sources.memory import from_sequence as from_sequence
 from ._sources.parquet import from_parquet as from_parquet
 from ._sources.range import range as range
+from ._sources.retry import RetryPolicy as RetryPolicy
 from ._sources.sqlite import from_sqlite as from_sqlite
 from ._sources.tar_shards import from_tar_shards as from_tar_shards
 from ._stats import LoaderStats as LoaderStats
@@ -68,6 +69,7 @@ from .errors import MissingExtra as MissingExtra
 from .errors import NotPicklable as NotPicklable
 from .errors import NotSupportedError as NotSupportedError
 from .errors import RecordValueError as RecordValueError
+from .errors import RemoteReadError as RemoteReadError
 from .errors import StateError as StateError
 from .errors import StokerError as StokerError
 from .errors import TarShardError as TarShardError
@@ -100,6 +102,8 @@ __all__ = [
     "Progress",
     "RandomSampler",
     "RecordValueError",
+    "RemoteReadError",
+    "RetryPolicy",
     "Sampler",
     "SequentialSampler",
     "Shard",

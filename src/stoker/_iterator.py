@@ -342,6 +342,11 @@ class LoaderIterator(Generic[B]):
             cache_misses=reads.misses,
             decoded_bytes=reads.decoded_bytes,
             redecoded_bytes=reads.redecoded_bytes,
+            remote_requests=reads.requests,
+            remote_retries=reads.retries,
+            remote_truncated=reads.truncated,
+            remote_bytes=reads.remote_bytes,
+            remote_backoff_seconds=reads.backoff_seconds,
         )
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._tally import remote_tally, this_thread_tally
 from ._verdict import Verdict, diagnose
 
 __all__ = [
@@ -43,7 +44,8 @@ _clock = _Clock()
 class SourceReads:
     """What a source's decode cache did: blocks found decoded (``hits``), blocks
     decoded (``misses``), the bytes decoded, and the part of them decoded again after
-    the cache had let the same block go (a cache too small for the order read).
+    the cache had let the same block go (a cache too small for the order read); and
+    what its remote reads did (see :class:`~stoker._tally.RemoteTally`).
 
     Example:
         >>> (SourceReads(3, 1, 100, 0) - SourceReads(1, 1, 100, 0)).hits
@@ -54,6 +56,11 @@ class SourceReads:
     misses: int = 0
     decoded_bytes: int = 0
     redecoded_bytes: int = 0
+    requests: int = 0
+    retries: int = 0
+    truncated: int = 0
+    remote_bytes: int = 0
+    backoff_seconds: float = 0.0
 
     def __add__(self, other: SourceReads) -> SourceReads:
         return SourceReads(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
@@ -62,8 +69,11 @@ class SourceReads:
         return SourceReads(*(a - b for a, b in zip(_fields(self), _fields(other), strict=True)))
 
 
-def _fields(r: SourceReads) -> tuple[int, int, int, int]:
-    return (r.hits, r.misses, r.decoded_bytes, r.redecoded_bytes)
+def _fields(r: SourceReads) -> tuple[Any, ...]:
+    return (
+        r.hits, r.misses, r.decoded_bytes, r.redecoded_bytes,
+        r.requests, r.retries, r.truncated, r.remote_bytes, r.backoff_seconds,
+    )  # fmt: skip
 
 
 def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = False) -> None:
@@ -86,12 +96,20 @@ def add_reads(reads: SourceReads) -> None:
     clock.misses += reads.misses
     clock.decoded_bytes += reads.decoded_bytes
     clock.redecoded_bytes += reads.redecoded_bytes
+    if reads.requests:
+        remote_tally().add(
+            reads.requests, reads.retries, reads.truncated, reads.remote_bytes,
+            reads.backoff_seconds,
+        )  # fmt: skip
 
 
 def source_reads() -> SourceReads:
-    """This thread's :func:`count_read` sums so far."""
+    """This thread's :func:`count_read` and :func:`remote_tally` sums so far."""
     c = _clock
-    return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes)
+    r = this_thread_tally()
+    if r is None:
+        return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes)
+    return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, *r.counts())
 
 
 def add_transform_time(seconds: float) -> None:
@@ -195,6 +213,11 @@ class LoaderStats:
             had let the same block go: the cache thrashes when it is most of it.
         slowest_batch_seconds: the longest a batch took to build (read and collate).
         slowest_batch: that batch and its sample indices, in words (None before one).
+        remote_requests: requests that remote sources (fsspec URLs) sent, summed
+            over the workers; ``remote_retries`` of them were tries again after a
+            throttled (429, 503), failed, reset, timed-out or truncated one
+            (``remote_truncated`` truncated bodies read again), ``remote_bytes`` the
+            bytes received and ``remote_backoff_seconds`` the time waited between tries.
         isolated: with ``worker_mode="auto"``, user code not marked safe to share
             the training process (:func:`~stoker.shares_process`,
             :func:`~stoker.releases_gil`) ran in worker processes only, never on
@@ -247,6 +270,11 @@ class LoaderStats:
     cache_misses: int = 0
     decoded_bytes: int = 0
     redecoded_bytes: int = 0
+    remote_requests: int = 0
+    remote_retries: int = 0
+    remote_truncated: int = 0
+    remote_bytes: int = 0
+    remote_backoff_seconds: float = 0.0
     isolated: bool = False
     slowest_batch_seconds: float = 0.0
     slowest_batch: str | None = None
@@ -346,6 +374,7 @@ def report(s: LoaderStats) -> str:
         f"  problems   skipped {skipped} · watchdog {watchdog}",
         *_mixture_lines(s.mixture),
         *_cache_lines(s),
+        *_remote_lines(s),
         f"  verdict    {verdict.kind}"
         + (f" ({verdict.stage})" if verdict.stage else "")
         + f": {verdict.reason}",
@@ -368,6 +397,17 @@ def _cache_lines(s: LoaderStats) -> list[str]:
     return [
         f"  cache      hits {s.cache_hit_rate:.0%} ({s.cache_hits:,} of "
         f"{s.cache_hits + s.cache_misses:,} blocks) · decoded {_bytes(s.decoded_bytes)}{again}"
+    ]
+
+
+def _remote_lines(s: LoaderStats) -> list[str]:
+    if not s.remote_requests:
+        return []
+    truncated = f", {s.remote_truncated:,} truncated" if s.remote_truncated else ""
+    return [
+        f"  remote     {s.remote_requests:,} requests · retried {s.remote_retries:,} "
+        f"({_share(s.remote_retries, s.remote_requests)}{truncated}; waited "
+        f"{_secs(s.remote_backoff_seconds)}) · received {_bytes(s.remote_bytes)}"
     ]
 
 

@@ -9,7 +9,9 @@ checked on made-up numbers as well as on real loaders. The rules, in order:
 * **input-bound** otherwise, and then, when reading dominates and a table source's
   decode cache decoded most of its bytes again after letting the same blocks go
   (the cache thrashes), what makes the blocks stay decoded (more workers would
-  only decode more); else:
+  only decode more); when reading dominates and a remote store answered many
+  requests with throttling or failures (retried: 5 % of the requests or more), the
+  store is the limit (more workers would only add to the storm); else:
 
   0. one batch that took half the wait or more, ten times the others' average: a
      stalled record, named with its batch and sample indices;
@@ -94,6 +96,12 @@ class Counters(Protocol):
     @property
     def redecoded_bytes(self) -> int: ...
     @property
+    def remote_requests(self) -> int: ...
+    @property
+    def remote_retries(self) -> int: ...
+    @property
+    def remote_backoff_seconds(self) -> float: ...
+    @property
     def isolated(self) -> bool: ...
     @property
     def slowest_batch_seconds(self) -> float: ...
@@ -151,6 +159,8 @@ def diagnose(s: Counters) -> Verdict:
     waited = f"the loop waited for data {share:.0%} of the time"
     if stage == "read" and _thrashes(s):
         return _cache_thrash(s, waited)
+    if stage == "read" and _throttled(s):
+        return _throttle(s, waited)
     stall = _stall(s, waited, stage, wait)
     if stall is not None:
         return stall
@@ -220,6 +230,29 @@ def _cache_thrash(s: Counters, waited: str) -> Verdict:
             "blocks in random order, shuffled within a window: not a full permutation)",
         ),
     )
+
+
+_THROTTLED = 0.05  # share of remote requests retried above which the store is the limit
+
+
+def _throttled(s: Counters) -> bool:
+    """A remote store that throttled or failed many of the requests (they were retried)."""
+    return s.remote_retries >= 3 and s.remote_retries >= _THROTTLED * s.remote_requests
+
+
+def _throttle(s: Counters, waited: str) -> Verdict:
+    retried = s.remote_retries / max(1, s.remote_requests)
+    reason = (
+        f"{waited}, reading from a remote store that throttles or fails: {retried:.0%} of "
+        f"{s.remote_requests:,} requests retried, {s.remote_backoff_seconds:.1f} s waited"
+    )
+    advice = (
+        "lower concurrency= on the source: the store answers 429/503 when asked too fast, "
+        "and more workers would only add requests",
+        "or keep the data nearer (a local copy, from_parquet's cache_dir=), or ask the "
+        "store for a higher request rate; a larger retry= budget only if reads fail",
+    )
+    return Verdict("input-bound", "read", reason, advice)
 
 
 def _cpu_work(s: Counters) -> bool:

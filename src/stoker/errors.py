@@ -16,6 +16,7 @@ Every error stoker raises on purpose derives from :class:`StokerError`::
     ├── LoaderTimeout (also TimeoutError)  no batch arrived within ``timeout`` seconds
     ├── RecordValueError (also ValueError)  a value read from a source that does not fit its column
     ├── TarShardError (also ValueError)  a tar shard with an unsafe member, truncated or corrupt
+    ├── RemoteReadError (also OSError)  a remote read that failed on every try its budget allowed
     └── DecodeError (also ValueError)  an image that cannot be decoded (``stoker.vision``)
 
 Errors raised by user code (a ``map`` function, a dataset's ``__getitem__``) reach the
@@ -35,6 +36,7 @@ __all__ = [
     "NotPicklable",
     "NotSupportedError",
     "RecordValueError",
+    "RemoteReadError",
     "StateError",
     "StokerError",
     "TarShardError",
@@ -148,6 +150,50 @@ class LoaderTimeout(StokerError, TimeoutError):
 
 class TarShardError(StokerError, ValueError):
     """A tar shard that cannot be read safely: an unsafe member, a truncated or corrupt file."""
+
+
+class RemoteReadError(StokerError, OSError):
+    """A remote read (an fsspec URL) that failed on every try its retry budget allowed.
+
+    The store kept answering with throttling (HTTP 429, 503), server errors, resets,
+    timeouts or truncated bodies. The message names the URL, the tries made, the
+    time they took and the last answer, and how to get through: a bigger budget
+    (``retry=sk.RetryPolicy(attempts=..., total_seconds=...)``) or fewer requests in
+    flight (``concurrency=``). Also an ``OSError``, as every other failed read is.
+
+    Attributes:
+        url: the URL that could not be read.
+        attempts: the tries made.
+        last_error: the last answer or exception, in words (``"HTTP 503 (...)"``).
+        seconds: the time from the first try to the last failure.
+    """
+
+    url: str
+    attempts: int
+    last_error: str
+    seconds: float
+    _budget: int
+
+    def __init__(
+        self, url: str, attempts: int, last_error: str, seconds: float, budget: int = 0
+    ) -> None:
+        budget = budget or attempts
+        super().__init__(
+            f"reading {url!r} failed {attempts} times over {seconds:.1f} s (last: "
+            f"{last_error}); the store is throttling or failing: raise the budget "
+            f"(retry=stoker.RetryPolicy(attempts={2 * budget}, total_seconds=...)) or "
+            "send fewer requests at once (a lower concurrency= on the source, or fewer "
+            "workers)"
+        )
+        self.url = url
+        self.attempts = attempts
+        self.last_error = last_error
+        self.seconds = seconds
+        self._budget = budget
+
+    def __reduce__(self) -> tuple[object, ...]:
+        args = (self.url, self.attempts, self.last_error, self.seconds, self._budget)
+        return (type(self), args, dict(self.__dict__))  # notes and the sample index too
 
 
 class DecodeError(StokerError, ValueError):

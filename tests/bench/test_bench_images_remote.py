@@ -15,11 +15,12 @@ def test_image_and_remote_workloads_are_run_by_name():
     registry = workloads.available()
     assert not registry["image_folder"].default
     assert not registry["remote"].default
+    assert not registry["remote_throttled"].default
 
 
-@pytest.mark.parametrize("name", ["image_folder", "remote"])
+@pytest.mark.parametrize("name", ["image_folder", "remote", "remote_throttled"])
 def test_workload_rows_are_verified(tmp_path: Path, name: str) -> None:
-    if name == "remote":
+    if name.startswith("remote"):
         pytest.importorskip("fsspec")
         pytest.importorskip("aiohttp")
     out = tmp_path / "bench.json"

@@ -64,7 +64,11 @@ def test_http_same_batches_in_every_worker_mode_and_resume(server, mode):
 
 
 class _Counting(QuietHandler):
-    """Sleeps 50 ms per reply and records the most requests it was serving at once."""
+    """Sleeps 50 ms per reply and records the most requests it was serving at once.
+
+    A request counts while it sleeps, and stops counting before its reply is written:
+    the client frees a slot only once it has the reply, so a new request can never
+    overlap the end of the one whose slot it took (a race on a busy machine)."""
 
     lock = threading.Lock()
     active = 0
@@ -77,10 +81,10 @@ class _Counting(QuietHandler):
             cls.peak = max(cls.peak, cls.active)
         try:
             threading.Event().wait(0.05)
-            super().do_GET()
         finally:
             with cls.lock:
                 cls.active -= 1
+        super().do_GET()
 
 
 def test_http_concurrency_bounds_the_reads_of_all_batches_together(tmp_path):

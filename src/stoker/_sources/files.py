@@ -13,6 +13,7 @@ from .._dataset import DatasetNode
 from ..errors import ConfigError
 from .listing import check_on_unsafe, list_local
 from .remote import DEFAULT_CONCURRENCY, Remote, is_url
+from .retry import RetryPolicy, check_policy
 
 __all__ = ["FilesDataset", "from_files", "read_local"]
 
@@ -57,6 +58,7 @@ class FilesDataset(DatasetNode[dict[str, Any]]):
 
     Errors:
         FileNotFoundError: a listed file was deleted before it was read.
+        RemoteReadError: a URL whose retry budget ran out (naming it and the tries).
         OSError: a read failed (the message names the file).
     """
 
@@ -128,6 +130,7 @@ def from_files(
     on_unsafe: str = "error",
     storage_options: dict[str, Any] | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
+    retry: RetryPolicy | None = None,
 ) -> FilesDataset:
     """A map-style dataset with one record per file: ``{"path": str, "bytes": bytes}``.
 
@@ -147,6 +150,10 @@ def from_files(
         storage_options: passed to the fsspec file system of URLs.
         concurrency: most requests in flight at once in each process on an asynchronous
             file system, shared by every batch its workers read.
+        retry: how reads of URLs are retried when the store throttles or fails (HTTP
+            429 and 5xx, resets, timeouts, truncated bodies): a
+            :class:`~stoker.RetryPolicy`; None: its defaults (10 tries, back-off from
+            0.1 s with full jitter, at most 120 s a read).
 
     Returns:
         A :class:`FilesDataset`.
@@ -165,6 +172,7 @@ def from_files(
         MissingExtra: a URL without fsspec installed.
     """
     check_on_unsafe(on_unsafe)
+    policy = check_policy(retry)
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
     items = (
@@ -176,7 +184,7 @@ def from_files(
         raise ConfigError("from_files() needs at least one path, glob or folder")
     if any(is_url(item) for item in items):
         urls = [os.fspath(item) for item in items]
-        remote = Remote(urls[0], storage_options or {}, concurrency)
+        remote = Remote(urls[0], storage_options or {}, concurrency, policy)
         found = remote.list_files(urls)
         return FilesDataset(found, found, remote, os.fspath(root or urls[0]), [])
     listing, base = list_local(pattern_or_paths, root, on_unsafe)

@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from .files import FilesDataset
 from .listing import check_on_unsafe, walk_files
 from .remote import DEFAULT_CONCURRENCY, Remote, is_url
+from .retry import RetryPolicy, check_policy
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFolderDataset", "from_image_folder"]
 
@@ -131,6 +132,7 @@ def from_image_folder(
     on_unsafe: str = "error",
     storage_options: dict[str, Any] | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
+    retry: RetryPolicy | None = None,
 ) -> ImageFolderDataset:
     """A map-style dataset of images in class folders (torchvision's ``ImageFolder`` layout).
 
@@ -149,6 +151,10 @@ def from_image_folder(
         storage_options: passed to the fsspec file system of a URL.
         concurrency: most requests in flight at once in each process on an asynchronous
             file system, shared by every batch its workers read.
+        retry: how reads of URLs are retried when the store throttles or fails (HTTP
+            429 and 5xx, resets, timeouts, truncated bodies): a
+            :class:`~stoker.RetryPolicy`; None: its defaults (10 tries, back-off from
+            0.1 s with full jitter, at most 120 s a read).
 
     Returns:
         An :class:`ImageFolderDataset` with ``classes`` and ``class_to_index``.
@@ -166,6 +172,7 @@ def from_image_folder(
             no image; an unsafe link (``on_unsafe="error"``).
     """
     check_on_unsafe(on_unsafe)
+    policy = check_policy(retry)
     keep = _extension_filter(extensions)
     text = os.fspath(root)
     classes: list[str] = []
@@ -175,7 +182,7 @@ def from_image_folder(
     skipped: list[str] = []
     remote: Remote | None = None
     if is_url(text):
-        remote = Remote(text, storage_options or {}, concurrency)
+        remote = Remote(text, storage_options or {}, concurrency, policy)
         classes = remote.folders(text)
         for label, name in enumerate(classes):
             folder = text.rstrip("/") + "/" + name + "/"

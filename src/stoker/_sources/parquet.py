@@ -21,6 +21,7 @@ from .extras import require
 from .parquet_files import parquet_paths
 from .parquet_meta import read_layout
 from .remote import Remote, is_url
+from .retry import RetryPolicy, check_policy
 from .row_layout import stack_columns
 from .spill import SpillFolder, default_cache_dir
 from .table import TableDataset
@@ -248,7 +249,7 @@ class ParquetDataset(TableDataset):
             if self._remote is None:
                 handle = pq.ParquetFile(self._paths[number], memory_map=True)
             else:
-                handle = pq.ParquetFile(self._remote.fs.open(self._paths[number], "rb"))
+                handle = pq.ParquetFile(self._remote.open_file(self._paths[number]))
             files[number] = handle
         return handle
 
@@ -352,6 +353,7 @@ def from_parquet(
     cache_bytes: int = DEFAULT_CACHE_BYTES,
     cache_dir: PathLike | bool | Literal["auto"] | None = "auto",
     storage_options: dict[str, Any] | None = None,
+    retry: RetryPolicy | None = None,
 ) -> ParquetDataset:
     """A map-style dataset over the rows of Parquet files (``pip install 'stoker[arrow]'``).
 
@@ -391,6 +393,9 @@ def from_parquet(
             the folder).
         storage_options: options for the fsspec file system of URL paths (such as
             credentials or an endpoint).
+        retry: how reads of URLs are retried when the store throttles or fails (a
+            :class:`~stoker.RetryPolicy`; None: its defaults). Footers and row groups
+            of URLs are read by range: a row group costs its column chunks' bytes.
 
     Returns:
         A :class:`ParquetDataset` whose records are dicts column -> value.
@@ -416,7 +421,8 @@ def from_parquet(
     if storage_options is not None and not isinstance(storage_options, dict):
         raise ConfigError(f"storage_options must be a dict, got {storage_options!r}")
     files = parquet_paths(paths, storage_options)
-    remote = Remote(files[0], storage_options or {}) if is_url(files[0]) else None
+    policy = check_policy(retry)
+    remote = Remote(files[0], storage_options or {}, retry=policy) if is_url(files[0]) else None
     meta = read_layout(files, remote, columns)
     sources, rows, chosen, schema = meta.sources, meta.rows, meta.columns, meta.schema
     spills = None

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RemoteReadError
 from .decoded_copy import decoded_estimate
 from .extras import require
 from .remote import Remote
@@ -73,14 +73,16 @@ def read_layout(files: list[str], remote: Remote | None, columns: Any) -> Layout
                 stat = os.stat(path)
                 version: Any = [stat.st_size, stat.st_mtime_ns]
             else:
-                info = remote.fs.info(path)
+                info = remote.info(path)
                 version = [info.get("size")] + [
                     str(info[k]) for k in ("mtime", "LastModified", "ETag", "etag") if k in info
                 ]
-                with remote.fs.open(path, "rb") as handle:
+                with remote.open_file(path) as handle:
                     meta = pq.read_metadata(handle)
         except FileNotFoundError as exc:
             raise ConfigError(f"no such file: {path!r}") from exc
+        except RemoteReadError:
+            raise  # the store failed every try: not a file that is not Parquet
         except (pa.ArrowInvalid, OSError) as exc:
             raise ConfigError(f"{path!r} is not a Parquet file: {exc}") from exc
         full = path if remote is not None else os.path.abspath(path)

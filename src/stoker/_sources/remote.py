@@ -19,21 +19,41 @@ across every batch its workers are reading: with two workers the next batch's re
 take each slot the moment the last batch frees it, so ``concurrency`` requests stay
 in flight without a gap between batches, and latency, not the number of workers,
 bounds throughput.
+
+Every request is retried under the dataset's :class:`~stoker.RetryPolicy` when the
+store throttles (HTTP 429, 503), fails (5xx), resets the connection, times out or
+sends fewer bytes than the object or range asked for; a read whose budget runs out
+raises :class:`~stoker.RemoteReadError`, naming the URL and the tries. A request
+holds its ``concurrency`` slot only while it is in flight, not while it waits to be
+tried again. What the requests did (sent, retried, truncated, bytes) is counted for
+``it.stats()`` on the thread whose read they serve.
+
+Files that are read in parts (Parquet footers and row groups, tar shards) are opened
+with :meth:`Remote.open_file`: a seekable file whose reads are ranged requests
+(``remote_file.py``), so a row group costs the bytes of its column chunks, not the
+object.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
-from ..errors import ConfigError
+from .._tally import RemoteTally, remote_tally
+from ..errors import ConfigError, RemoteReadError
 from .extras import require
 from .listing import is_glob
+from .remote_file import RangeFile
+from .retry import Attempts, RetryPolicy, classify
 
 __all__ = ["DEFAULT_CONCURRENCY", "Remote", "is_url"]
 
 DEFAULT_CONCURRENCY = 64
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def is_url(path: object) -> bool:
@@ -43,7 +63,14 @@ def is_url(path: object) -> bool:
         >>> is_url("s3://bucket/a.jpg"), is_url("data/a.jpg"), is_url("file:///tmp/a")
         (True, False, False)
     """
-    return isinstance(path, str) and "://" in path and not path.startswith("file://")
+    return isinstance(path, str) and bool(_URL.match(path)) and not path.startswith("file://")
+
+
+def _clip(data: bytes, start: int | None, end: int | None) -> bytes:
+    """The range asked for, when a server ignored the Range header and sent the object."""
+    if start is None or end is None or len(data) <= end - start:
+        return data
+    return data[start:end]
 
 
 def _hidden(path: str) -> bool:
@@ -59,12 +86,17 @@ class Remote:
         >>> remote = Remote("memory://doc", {})
         >>> remote.read_many(["memory://doc/a.txt"])
         [b'hi']
+        >>> remote.open_file("memory://doc/a.txt").read()
+        b'hi'
 
     Resources:
         The file system object (and, for HTTP, its connection pool on fsspec's
         event-loop thread, which fsspec owns) is opened on first use in each process
         and left out of a pickle, as is the semaphore that bounds the reads in
         flight (one per process and event loop, shared by every batch).
+
+    Errors:
+        RemoteReadError: a read that failed on every try ``retry`` allowed.
     """
 
     def __init__(
@@ -72,10 +104,13 @@ class Remote:
         url: str,
         storage_options: dict[str, Any],
         concurrency: int = DEFAULT_CONCURRENCY,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.protocol = url.split("://", 1)[0]
         self.storage_options = dict(storage_options)
         self.concurrency = concurrency
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._sizes: dict[str, int] = {}  # found when the dataset was built: carried along
         self._fs: Any = None
         self._slots: tuple[Any, asyncio.Semaphore] | None = None
 
@@ -182,33 +217,131 @@ class Remote:
         )
         return [n for n in names if not n.startswith(".")]
 
+    def _async(self) -> bool:
+        return bool(getattr(self.fs, "async_impl", False))
+
+    async def _fetch(
+        self, url: str, start: int | None, end: int | None, tally: RemoteTally
+    ) -> bytes:
+        """One read (the object, or ``[start, end)``), tried until it succeeds or the
+        budget is spent; holds a ``concurrency`` slot only while a request is in flight."""
+        fs, policy = self.fs, self.retry
+        limit = self._limit(fs.loop)
+        tries = Attempts(url, policy, tally)
+        expected = end - start if start is not None and end is not None else self._sizes.get(url)
+        while True:
+            try:
+                async with limit:
+                    tries.begin()
+                    call = fs._cat_file(url, start=start, end=end)
+                    data = await asyncio.wait_for(call, policy.timeout)
+                return tries.done(_clip(bytes(data), start, end), expected)
+            except Exception as exc:  # tries.failed re-raises what is not retried
+                wait = tries.failed(exc)
+            await asyncio.sleep(wait)
+
+    def _fetch_sync(
+        self, url: str, start: int | None, end: int | None, tally: RemoteTally
+    ) -> bytes:
+        """:meth:`_fetch` on a synchronous file system (no per-request timeout)."""
+        tries = Attempts(url, self.retry, tally)
+        expected = end - start if start is not None and end is not None else self._sizes.get(url)
+        while True:
+            try:
+                tries.begin()
+                data = self.fs.cat_file(url, start=start, end=end)
+                return tries.done(_clip(bytes(data), start, end), expected)
+            except Exception as exc:  # tries.failed re-raises what is not retried
+                wait = tries.failed(exc)
+            time.sleep(wait)
+
+    def read_range(self, url: str, start: int, end: int, tally: RemoteTally) -> bytes:
+        """Bytes ``[start, end)`` of ``url`` (``end`` within the object), with retries.
+
+        Errors:
+            RemoteReadError: the budget ran out.
+        """
+        if end <= start:
+            return b""
+        if self._async():
+            sync = require("fsspec.asyn", "remote").sync
+            data: bytes = sync(self.fs.loop, self._fetch, url, start, end, tally)
+            return data
+        return self._fetch_sync(url, start, end, tally)
+
+    def size(self, url: str) -> int:
+        """The size of the object at ``url`` in bytes (asked once per process, with
+        retries; sizes found when the dataset was built travel with it).
+
+        Errors:
+            FileNotFoundError: no such object.
+            RemoteReadError: the budget ran out.
+        """
+        known = self._sizes.get(url)
+        if known is None:
+            known = self._sizes[url] = int(self.info(url)["size"])
+        return known
+
+    def info(self, url: str) -> dict[str, Any]:
+        """fsspec's ``info`` of ``url``, with retries; notes its size for the workers.
+
+        Errors:
+            FileNotFoundError: no such object.
+            RemoteReadError: the budget ran out.
+        """
+        tries = Attempts(url, self.retry, remote_tally())
+        while True:
+            try:
+                tries.begin()
+                info: dict[str, Any] = self.fs.info(url)
+                break
+            except FileNotFoundError as exc:
+                # fsspec's HTTP info reports any failed request as a missing file.
+                if exc.__cause__ is None or classify(exc.__cause__) is None:
+                    raise
+                wait = tries.failed(exc.__cause__)
+            except Exception as exc:  # tries.failed re-raises what is not retried
+                wait = tries.failed(exc)
+            time.sleep(wait)
+        if info.get("size") is not None:
+            self._sizes[url] = int(info["size"])
+        return info
+
+    def open_file(self, url: str, block_size: int = 64 << 10) -> IO[bytes]:
+        """``url`` as a seekable binary file read by ranged requests (with retries).
+
+        Reads go through the file in blocks of at least ``block_size`` bytes; a read
+        larger than that (a Parquet column chunk) is one request of just its bytes.
+
+        Errors:
+            FileNotFoundError: no such object.
+            RemoteReadError: a read whose budget ran out.
+        """
+        return RangeFile.buffered(self, url, self.size(url), remote_tally(), block_size)
+
     def read_many(self, urls: Sequence[str]) -> list[bytes]:
         """The bytes of every file, in order, read concurrently where the file system can.
 
         Errors:
             FileNotFoundError: a file that no longer exists (naming its URL).
+            RemoteReadError: a file whose retry budget ran out (naming its URL).
             OSError: any other failed read, naming the URL.
         """
-        fs = self.fs
+        tally = remote_tally()
         results: list[Any]
-        if getattr(fs, "async_impl", False) and len(urls) > 1:
+        if self._async():
             sync = require("fsspec.asyn", "remote").sync
 
-            async def one(limit: asyncio.Semaphore, url: str) -> bytes:
-                async with limit:
-                    data: bytes = await fs._cat_file(url)
-                    return data
-
             async def gather() -> list[Any]:
-                limit = self._limit(fs.loop)
-                return await asyncio.gather(*(one(limit, u) for u in urls), return_exceptions=True)
+                reads = (self._fetch(u, None, None, tally) for u in urls)
+                return await asyncio.gather(*reads, return_exceptions=True)
 
-            results = sync(fs.loop, gather)
+            results = sync(self.fs.loop, gather)
         else:
             results = []
             for url in urls:
                 try:
-                    results.append(fs.cat_file(url))
+                    results.append(self._fetch_sync(url, None, None, tally))
                 except Exception as exc:  # reported below, with the URL
                     results.append(exc)
         out: list[bytes] = []
@@ -217,9 +350,11 @@ class Remote:
                 raise FileNotFoundError(
                     2, f"{url!r} does not exist (removed after the dataset was built?)"
                 ) from result
+            if isinstance(result, RemoteReadError):
+                raise result  # it names the URL and the tries already
             if isinstance(result, BaseException):
                 raise OSError(
                     f"reading {url!r} failed: {type(result).__name__}: {result}"
                 ) from result
-            out.append(bytes(result))
+            out.append(result)
         return out

@@ -1,9 +1,11 @@
 """Shard lists: brace ranges, globs and fsspec URLs, resolved once when a source is built.
 
 A path with a protocol (``s3://``, ``gs://``, ``http://``, ``memory://``, ...) is
-listed and opened with fsspec (``pip install 'stoker[remote]'``); any other path with
-the standard library. Local matches are sorted and must be files; a local match that
-is a symlink must stay inside the pattern's non-glob folder.
+listed and opened with fsspec through a :class:`~stoker._sources.remote.Remote`
+(``pip install 'stoker[remote]'``): listed once, when the source is built, and read
+by ranged requests with retries; any other path with the standard library. Local
+matches are sorted and must be files; a local match that is a symlink must stay
+inside the pattern's non-glob folder.
 """
 
 from __future__ import annotations
@@ -12,26 +14,18 @@ import glob
 import os
 import re
 from collections.abc import Sequence
-from typing import IO, Any, cast
+from typing import IO
 
 from ..errors import ConfigError
-from .extras import require
+from .remote import Remote, is_url
 
-__all__ = ["expand_braces", "is_url", "list_shards", "open_shard"]
+__all__ = ["SHARD_BLOCK", "expand_braces", "is_url", "list_shards", "open_shard"]
 
 _BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB = re.compile(r"[*?\[]")
 
-
-def is_url(path: str) -> bool:
-    """True when ``path`` names a protocol (``s3://...``): it is read with fsspec.
-
-    Example:
-        >>> is_url("s3://bucket/a.tar"), is_url("/data/a.tar")
-        (True, False)
-    """
-    return bool(_URL.match(path)) and not path.startswith("file://")
+SHARD_BLOCK = 4 << 20
+"""Bytes asked for at a time when a remote shard is read (one ranged request each)."""
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -57,10 +51,6 @@ def expand_braces(pattern: str) -> list[str]:
     return [p for i in range(lo, hi + 1) for p in expand_braces(f"{head}{i:0{width}d}{tail}")]
 
 
-def _fsspec() -> Any:
-    return require("fsspec", "remote")
-
-
 def _local(pattern: str) -> list[str]:
     path = pattern.removeprefix("file://")
     if not _GLOB.search(path):
@@ -83,20 +73,21 @@ def _local(pattern: str) -> list[str]:
     return found
 
 
-def _remote(pattern: str) -> list[str]:
+def _remote(pattern: str, remote: Remote) -> list[str]:
     if not _GLOB.search(pattern.partition("://")[2]):
         return [pattern]
-    fsspec = _fsspec()
-    fs, _, paths = fsspec.get_fs_token_paths(pattern)
-    return sorted(fs.unstrip_protocol(p) for p in paths)
+    fs = remote.fs
+    return sorted(fs.unstrip_protocol(p) for p in fs.glob(fs._strip_protocol(pattern)))
 
 
 def list_shards(
     pattern_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    remote: Remote | None = None,
 ) -> list[str]:
     """The shards named by a pattern or a list, in a fixed order.
 
-    A pattern is sorted after expanding; a list keeps its order.
+    A pattern is sorted after expanding; a list keeps its order. URLs are listed
+    through ``remote`` (a default one for their protocol when None).
 
     Errors:
         ConfigError: nothing matches, a local file is missing, a link leaves the folder.
@@ -114,7 +105,11 @@ def list_shards(
     shards: list[str] = []
     for pattern in patterns:
         for expanded in expand_braces(pattern):
-            shards.extend(_remote(expanded) if is_url(expanded) else _local(expanded))
+            if is_url(expanded):
+                remote = remote if remote is not None else Remote(expanded, {})
+                shards.extend(_remote(expanded, remote))
+            else:
+                shards.extend(_local(expanded))
     if not keep_order:
         shards.sort()
     if not shards:
@@ -127,12 +122,14 @@ def list_shards(
     return shards
 
 
-def open_shard(url: str) -> IO[bytes]:
-    """Open a shard for reading (fsspec for URLs).
+def open_shard(url: str, remote: Remote | None = None) -> IO[bytes]:
+    """Open a shard for reading (a URL through ``remote``: ranged reads with retries).
 
     Errors:
         FileNotFoundError: the shard is gone (deleted after listing).
+        RemoteReadError: a read of a URL whose retry budget ran out.
     """
     if is_url(url):
-        return cast("IO[bytes]", _fsspec().open(url, "rb").open())
+        remote = remote if remote is not None else Remote(url, {})
+        return remote.open_file(url, SHARD_BLOCK)
     return open(url.removeprefix("file://"), "rb")

@@ -26,6 +26,8 @@ from .._hosts import Shard
 from .._iterdataset import Cursor, StreamNode, parent_state
 from .._rng import epoch_rng
 from ..errors import ConfigError, StateError, TarShardError
+from .remote import DEFAULT_CONCURRENCY, Remote, is_url
+from .retry import RetryPolicy, check_policy
 from .shard_paths import list_shards, open_shard
 
 __all__ = ["TarShardError", "TarShards", "from_tar_shards", "read_samples"]
@@ -173,8 +175,9 @@ def _split_name(name: str) -> tuple[str, str] | None:
     return name[:dot], name[dot + 1 :]
 
 
-def read_samples(url: str, skip: int = 0) -> Iterator[Sample]:
-    """The samples of the shard at ``url``, after the first ``skip`` ones.
+def read_samples(url: str, skip: int = 0, remote: Remote | None = None) -> Iterator[Sample]:
+    """The samples of the shard at ``url``, after the first ``skip`` ones (a URL is
+    read through ``remote``: ranged requests with retries).
 
     Example:
         >>> import io, tarfile, tempfile, os
@@ -188,9 +191,10 @@ def read_samples(url: str, skip: int = 0) -> Iterator[Sample]:
 
     Errors:
         TarShardError: an unsafe member, a field twice in one sample, a truncated shard.
+        RemoteReadError: a URL whose retry budget ran out.
     """
     where = f"tar shard {url!r}"
-    with open_shard(url) as fileobj:
+    with open_shard(url, remote) as fileobj:
         sample: Sample | None = None
         index = 0
         for name, read in _members(fileobj, where):
@@ -241,8 +245,9 @@ def _todo(state: Any, shards: int, what: str) -> list[list[int]]:
 
 
 class _TarCursor(Cursor[Sample]):
-    def __init__(self, urls: list[str], todo: list[list[int]]) -> None:
+    def __init__(self, urls: list[str], todo: list[list[int]], remote: Remote | None) -> None:
         self._urls = urls
+        self._remote = remote
         self._rest = todo  # shards still to read (after the open one); never mutated
         self._open: list[int] | None = None  # [position, taken] of the shard being read
         self._samples: Iterator[Sample] | None = None
@@ -253,7 +258,8 @@ class _TarCursor(Cursor[Sample]):
                 if not self._rest:
                     raise StopIteration
                 self._open, self._rest = list(self._rest[0]), self._rest[1:]
-                self._samples = read_samples(self._urls[self._open[0]], self._open[1])
+                url = self._urls[self._open[0]]
+                self._samples = read_samples(url, self._open[1], self._remote)
             sample = next(self._samples, None)
             if sample is not None and self._open is not None:
                 self._open = [self._open[0], self._open[1] + 1]
@@ -281,6 +287,7 @@ class TarShards(StreamNode[Sample]):
         TarShardError: a member that leaves the archive (absolute path, ``..``, a
             link, a device), a field twice in one sample, a truncated shard.
         StateError: a state from another list of shards.
+        RemoteReadError: a remote shard whose retry budget ran out (naming it).
     """
 
     # Reading waits on the disk or the network without the GIL, and the samples are
@@ -291,9 +298,17 @@ class TarShards(StreamNode[Sample]):
         return True
 
     def __init__(
-        self, urls: Sequence[str], *, shuffle_shards: bool = False, seed: int | None = None
+        self,
+        urls: Sequence[str],
+        *,
+        shuffle_shards: bool = False,
+        seed: int | None = None,
+        remote: Remote | None = None,
     ) -> None:
         self._urls = list(urls)
+        if remote is None and self._urls and is_url(self._urls[0]):
+            remote = Remote(self._urls[0], {})
+        self._remote = remote
         self._shuffle = bool(shuffle_shards)
         self._seed = seed
 
@@ -325,7 +340,7 @@ class TarShards(StreamNode[Sample]):
 
     def _open(self, ctx: Context, state: State | None) -> Cursor[Sample]:
         todo = self._start(ctx.shard) if state is None else self._todo(state)
-        return _TarCursor(self.shard_order(ctx.seed, ctx.epoch), todo)
+        return _TarCursor(self.shard_order(ctx.seed, ctx.epoch), todo, self._remote)
 
     def _todo(self, state: State | None) -> list[list[int]]:
         return _todo(state, len(self._urls), "from_tar_shards")
@@ -352,6 +367,9 @@ def from_tar_shards(
     *,
     shuffle_shards: bool = False,
     seed: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    retry: RetryPolicy | None = None,
 ) -> TarShards:
     """A stream of samples from tar shards in the WebDataset layout.
 
@@ -368,6 +386,12 @@ def from_tar_shards(
         shuffle_shards: read the shards in a fresh order every epoch, drawn from
             (seed, epoch).
         seed: the seed of the shard order; None: the loader's seed.
+        storage_options: passed to the fsspec file system of URLs.
+        concurrency: most requests in flight at once in each process (URLs).
+        retry: how reads of URLs are retried when the store throttles or fails (a
+            :class:`~stoker.RetryPolicy`; None: its defaults). A remote shard is
+            listed once, when the stream is built, and read in ranged requests of
+            4 MiB, each retried on its own.
 
     Returns:
         A :class:`TarShards` stream (an ``IterDataset`` of dicts).
@@ -391,4 +415,14 @@ def from_tar_shards(
     """
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise ConfigError(f"from_tar_shards() needs seed as an int >= 0 or None, got {seed!r}")
-    return TarShards(list_shards(pattern_or_paths), shuffle_shards=shuffle_shards, seed=seed)
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    policy = check_policy(retry)
+    first = pattern_or_paths if isinstance(pattern_or_paths, str | os.PathLike) else None
+    if first is None and isinstance(pattern_or_paths, Sequence) and pattern_or_paths:
+        first = pattern_or_paths[0]
+    remote = None
+    if first is not None and is_url(os.fspath(first)):
+        remote = Remote(os.fspath(first), storage_options or {}, concurrency, policy)
+    urls = list_shards(pattern_or_paths, remote)
+    return TarShards(urls, shuffle_shards=shuffle_shards, seed=seed, remote=remote)

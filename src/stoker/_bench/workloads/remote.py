@@ -19,9 +19,11 @@ Needs fsspec and aiohttp (``pip install 'stoker[remote]'``); run it by name.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import http.server
 import multiprocessing
 import os
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -60,6 +62,9 @@ class _SlowHandler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         time.sleep(LATENCY_S)
         name = self.path.lstrip("/")
+        if self.server.throttles(name):
+            self.wfile.write(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\n\r\n")
+            return
         try:
             if "/" in name or name.startswith("."):
                 raise FileNotFoundError(name)
@@ -78,15 +83,31 @@ class _SlowHandler(http.server.BaseHTTPRequestHandler):
 
 
 class _Server(http.server.ThreadingHTTPServer):
+    """Serves ``directory``; answers a share ``throttle`` of the requests with HTTP 429,
+    chosen by a hash of (path, how many times it was asked for before): the same
+    requests in every run, whatever the order in which they arrive."""
+
     request_queue_size = 256  # the default (5) drops connections opened together
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, throttle: float = 0.0) -> None:
         self.directory = directory
+        self.throttle = throttle
+        self._asked: dict[str, int] = {}
+        self._lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _SlowHandler)
 
+    def throttles(self, name: str) -> bool:
+        if not self.throttle:
+            return False
+        with self._lock:
+            tries = self._asked.get(name, 0)
+            self._asked[name] = tries + 1
+        digest = hashlib.sha256(f"{name}|{tries}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") < self.throttle * 2.0**64
 
-def _serve(directory: str, port: Any) -> None:
-    with _Server(Path(directory)) as httpd:
+
+def _serve(directory: str, port: Any, throttle: float = 0.0) -> None:
+    with _Server(Path(directory), throttle) as httpd:
         port.value = httpd.server_address[1]
         httpd.serve_forever()
 
@@ -98,10 +119,12 @@ class Server:
         One process, ended by :meth:`close` (idempotent) or at interpreter exit.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, throttle: float = 0.0) -> None:
         context = multiprocessing.get_context("spawn")
         port = context.Value("i", 0)
-        self._process = context.Process(target=_serve, args=(str(directory), port), daemon=True)
+        self._process = context.Process(
+            target=_serve, args=(str(directory), port, throttle), daemon=True
+        )
         self._process.start()
         deadline = time.monotonic() + 30
         while port.value == 0 and time.monotonic() < deadline:
