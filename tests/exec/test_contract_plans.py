@@ -75,10 +75,6 @@ _CLOSE_PARTS = (
     "StreamParts.close() (_epoch/parts.py) cancels only parts not started: _ready_part() waits "
     "in futures_wait() until the running part ends, then popleft() on the cleared deque"
 )
-_CLOSE_THREADS = (
-    "ThreadExecutor.close() (_exec/threads.py) cancels only queued jobs and joins its threads "
-    "for up to 5 s: the running job's future is never failed, so the waiting next() sleeps on"
-)
 _RAY_FRAME = (
     "RayExecutor.stacks() (_exec/ray.py) names the jobs each actor holds but not its stack: "
     "the report has no stuck frame ('ray stack' is suggested instead)"
@@ -92,7 +88,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     },
     **{(plan, "inline", "close"): _CLOSE_CHUNKS_INLINE for plan in ("filter", "pack", "skip")},
     **{(plan, mode, "close"): _CLOSE_PARTS for plan in ("stream", "mixed") for mode in WORKERS},
-    **{(plan, "thread", "loader.close"): _CLOSE_THREADS for plan in ("map", "stream")},
 }
 
 

@@ -33,7 +33,7 @@ from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
 from .live import track
 from .merge import split_build, splits
-from .queue import QueuedExecutor
+from .queue import CLOSED_WHILE_BUILDING, QueuedExecutor
 from .slots import SlotRef, SlotRing, views
 from .worker import PackedError, worker_main
 
@@ -409,9 +409,7 @@ class ProcessExecutor(QueuedExecutor):
             cancel_future(future)
         for _, future, _ in held:
             if not future.done():
-                future.set_exception(
-                    IteratorFailed("the loader was closed while this batch was being built")
-                )
+                future.set_exception(IteratorFailed(CLOSED_WHILE_BUILDING))
         os.write(self._wake_w, b"x")
         reader = getattr(self, "_reader", None)
         if reader is not None and reader is not threading.current_thread():

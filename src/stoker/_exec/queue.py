@@ -18,7 +18,9 @@ from ..errors import IteratorFailed
 from .executor import cancel_future
 from .jobs import Done, Job
 
-__all__ = ["QueuedExecutor"]
+__all__ = ["CLOSED_WHILE_BUILDING", "QueuedExecutor"]
+
+CLOSED_WHILE_BUILDING = "the loader was closed while this batch was being built"
 
 
 class QueuedExecutor:

@@ -39,7 +39,7 @@ from ..errors import ConfigError, IteratorFailed, WorkerCrashed, WorkerError
 from .executor import cancel_future
 from .jobs import Done, Job, Runtime, WorkerSpec
 from .processes import DEFAULT_MAX_RESTARTS
-from .queue import QueuedExecutor
+from .queue import CLOSED_WHILE_BUILDING, QueuedExecutor
 from .worker import PackedError, pack_error
 
 __all__ = ["PER_ACTOR", "RayExecutor"]
@@ -372,7 +372,7 @@ class RayExecutor(QueuedExecutor):
         for _, future in queued:
             cancel_future(future)  # wakes wait() as well as result()
         for _, future in held:
-            _fail(future, IteratorFailed("the loader was closed while this batch was being built"))
+            _fail(future, IteratorFailed(CLOSED_WHILE_BUILDING))
         self._results.put(None)
         reader = self._reader
         if reader is not None and reader is not threading.current_thread():

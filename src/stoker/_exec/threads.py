@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import replace
 
 from .._batching.pool import BufferPool
-from ..errors import WorkerError
+from ..errors import IteratorFailed, WorkerError
 from .executor import cancel_future
-from .jobs import Job, Runtime, WorkerSpec
+from .jobs import Done, Job, Runtime, WorkerSpec
 from .malloc import keep_large_blocks
-from .queue import QueuedExecutor
+from .merge import settle
+from .queue import CLOSED_WHILE_BUILDING, QueuedExecutor
 
 __all__ = ["JOIN_SECONDS", "ThreadExecutor", "contained"]
 
@@ -71,6 +73,7 @@ class ThreadExecutor(QueuedExecutor):
         self._count = spec.num_workers  # threads wanted; ids 0 .. count - 1
         self._threads: dict[int, threading.Thread] = {}  # by worker id, while it takes jobs
         self._gone: list[threading.Thread] = []  # sent away by resize(), to be joined
+        self._running: dict[int, Future[Done]] = {}  # worker id -> the job it builds
         self._sizing = threading.Lock()  # held while threads start: close() waits for them
         self._grower: threading.Thread | None = None  # starts the threads resize() adds
         self._grow()
@@ -197,12 +200,15 @@ class ThreadExecutor(QueuedExecutor):
                             break
                         cond.wait()
                     job, future = taken
+                    self._running[worker_id] = future
                 try:
-                    future.set_result(runtime.run(job))
+                    settle(future, runtime.run(job))  # close() may have failed it meanwhile
                 except BaseException as exc:
                     where = f"thread worker {worker_id} while building {job.where}"
                     batch = job.seq if job.kind == "build" else None
-                    future.set_exception(contained(exc, where, batch))
+                    settle(future, error=contained(exc, where, batch))
+                with cond:
+                    self._running.pop(worker_id, None)
                 del future, taken
         finally:
             runtime.stop()
@@ -224,13 +230,21 @@ class ThreadExecutor(QueuedExecutor):
         return "\n".join(f"thread {t.name}:\n{thread_stack(t)}" for t in self._all_threads())
 
     def close(self) -> None:
-        """Cancel queued jobs and end the threads (idempotent)."""
+        """Cancel queued jobs, fail the jobs being built (whoever waits for them is
+        woken with :class:`~stoker.IteratorFailed`) and end the threads (idempotent).
+
+        A thread inside a record that does not return cannot be stopped: it is waited
+        for up to ``JOIN_SECONDS`` and left behind as a daemon thread.
+        """
         if self.foreign:
             return
         for _, future in self._take_all():
             cancel_future(future)
         with self._cond:
+            running = list(self._running.values())
             self._cond.notify_all()
+        for future in running:
+            settle(future, error=IteratorFailed(CLOSED_WHILE_BUILDING))
         self._join_grower()  # it starts no thread once closed
         deadline = time.monotonic() + JOIN_SECONDS
         current = threading.current_thread()
