@@ -24,8 +24,7 @@ cell:
 Ray, whose actors take seconds to start, runs the batches and resume for one plan of
 each kind of job (a batch, a chunk read past a filter, a stream's part) and the
 properties with a held record for the map and the stream: they are one path of the
-window whatever the plan, and every plan runs them on the other executors. Ray's
-watchdog report has no stuck frame yet: that is its own test, marked. The
+window whatever the plan, and every plan runs them on the other executors. The
 watchdog is off (``watchdog=None``) except in its own test: it only looks from
 outside, and its thread stays a second after the last ``next()``, which every leak
 check would wait out.
@@ -74,10 +73,6 @@ _CLOSE_CHUNKS_INLINE = (
 _CLOSE_PARTS = (
     "StreamParts.close() (_epoch/parts.py) cancels only parts not started: _ready_part() waits "
     "in futures_wait() until the running part ends, then popleft() on the cleared deque"
-)
-_RAY_FRAME = (
-    "RayExecutor.stacks() (_exec/ray.py) names the jobs each actor holds but not its stack: "
-    "the report has no stuck frame ('ray stack' is suggested instead)"
 )
 KNOWN: dict[tuple[str, str, str], str] = {
     **{("map", mode, "close"): _CLOSE_WINDOW for mode in WORKERS},
@@ -278,16 +273,6 @@ def test_the_watchdog_names_the_record_in_flight(
     assert findings is not None
     assert any(findings in w for w in warnings)  # it.stats() keeps what was logged
     _names_the_record(plan, entry, (_framed(warnings) or warnings)[-1])
-    if entry.mode != "ray":  # see the test below
-        assert _framed(warnings), warnings[-1]
-
-
-@pytest.mark.xfail(strict=True, reason=_RAY_FRAME)
-@pytest.mark.parametrize("cell", [(PLANS[0], Entry("ray", 2))], ids=["map-ray-2"], indirect=True)
-def test_the_watchdog_shows_the_frame_a_ray_worker_is_stuck_in(
-    cell: tuple[Plan, Entry], tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    warnings, _ = _watchdog_reports(*cell, tmp_path, caplog)
     assert _framed(warnings), warnings[-1]
 
 

@@ -47,6 +47,8 @@ __all__ = ["PER_ACTOR", "RayExecutor"]
 PER_ACTOR = 2
 """Jobs an actor holds at once: the one it runs and the next, waiting in the actor."""
 _JOIN_SECONDS = 5.0
+_STACK_SECONDS = 1.0
+"""How long the watchdog's report waits for a busy actor's stack."""
 
 
 def _ray() -> Any:
@@ -139,6 +141,21 @@ class _Actor:
         done.skipped = [(i, s, _portable(e)) for i, s, e in done.skipped]
         return "done", done
 
+    def stacks(self) -> str:
+        """The Python stack of every other thread of the actor (the watchdog asks for it
+        while :meth:`run` is stuck: this method runs in a concurrency group of its own)."""
+        import sys
+        import threading
+        import traceback
+
+        me = threading.get_ident()
+        names = {t.ident: t.name for t in threading.enumerate()}
+        return "".join(
+            f"thread {names.get(ident, ident)}:\n" + "".join(traceback.format_stack(frame))
+            for ident, frame in sys._current_frames().items()
+            if ident != me
+        )
+
 
 _remote_class: Any = None
 
@@ -147,7 +164,15 @@ def _actor_class() -> Any:
     """:class:`_Actor` as a Ray actor class (made once, when Ray is first used)."""
     global _remote_class
     if _remote_class is None:
-        _remote_class = _ray().remote(_Actor)
+        ray = _ray()
+        # Jobs run one at a time in the default group; the watchdog's stack request
+        # has a thread of its own, so it is answered while a job is stuck.
+        inspectable = type(
+            "StokerRayWorker",
+            (_Actor,),
+            {"stacks": ray.method(concurrency_group="inspect")(_Actor.stacks)},
+        )
+        _remote_class = ray.remote(concurrency_groups={"inspect": 1})(inspectable)
     return _remote_class
 
 
@@ -345,13 +370,23 @@ class RayExecutor(QueuedExecutor):
         )
 
     def stacks(self) -> str:
-        """The jobs each actor holds (for the watchdog's report)."""
+        """The jobs each actor holds and its threads' stacks (for the watchdog's report);
+        an actor that does not answer within a second is named without its stack."""
         with self._cond:
-            busy = [(m.id, [job.where for job, _ in m.held]) for m in self._members if m.held]
+            busy = [(m, [job.where for job, _ in m.held]) for m in self._members if m.held]
         if not busy:
             return "(no Ray worker holds a job)"
-        lines = [f"Ray worker {i}: {', '.join(jobs)}" for i, jobs in busy]
-        lines.append("(`ray stack` on the worker's node prints the actors' Python stacks)")
+        asked = [(m, jobs, m.handle.stacks.remote()) for m, jobs in busy]
+        lines = []
+        for member, jobs, ref in asked:
+            lines.append(f"Ray worker {member.id}: {', '.join(jobs)}")
+            try:
+                lines.append(_ray().get(ref, timeout=_STACK_SECONDS))
+            except Exception as exc:  # the actor died or is busy in C code holding the GIL
+                lines.append(
+                    f"    (its stack did not arrive: {type(exc).__name__}; `ray stack` on "
+                    "its node prints it)"
+                )
         return "\n".join(lines)
 
     # -- ending ---------------------------------------------------------------------
