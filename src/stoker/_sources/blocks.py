@@ -200,7 +200,8 @@ class BlockTable(TableDataset):
         read now; None when the batch is better read row by row."""
         cache, key = self._cache()
         bad = self._bad
-        if self._reads_rows and (len(unique) * DENSITY > rows or (bad and bad.intersection(unique))):
+        spread = len(unique) * DENSITY > rows or (bad and bad.intersection(unique))
+        if self._reads_rows and spread:
             held: list[Columns] | None = cache.peek([(key, b) for b in unique])
             return held
         blocks: list[Columns] = []
@@ -259,5 +260,3 @@ class BlockTable(TableDataset):
     def _held_bytes(self) -> int:
         """The bytes of this source's blocks held in this process's decode cache now."""
         return 0 if self._key is None else process_cache().held_bytes(self._key)
-
-

@@ -52,7 +52,7 @@ class DecodeCache:
         >>> cache.register("t", 100)
         >>> cache.get(("t", 0), lambda: b"x" * 60, len)[:3]
         b'xxx'
-        >>> cache.get(("t", 1), lambda: b"y" * 60, len)[:3], cache.keys()
+        >>> cache.get(("t", 1), lambda: b"y" * 60, len)[:3], cache.held_keys()
         (b'yyy', [('t', 1)])
 
     Resources:
@@ -88,7 +88,7 @@ class DecodeCache:
             self._budgets.pop(owner, None)
             self._held.pop(owner, None)
 
-    def keys(self) -> list[tuple[Hashable, Hashable]]:
+    def held_keys(self) -> list[tuple[Hashable, Hashable]]:
         """The keys held, least recently used first."""
         with self._lock:
             return list(self._blocks)
@@ -116,20 +116,24 @@ class DecodeCache:
         decode: Callable[[], Any],
         size: Callable[[Any], int],
     ) -> Any:
-        """The block for ``key``: from the cache, or ``decode()`` (then kept if it fits)."""
-        with self._lock:
-            held = self._blocks.get(key)
-            if held is not None:
-                self._blocks.move_to_end(key)
-                count_read(hits=1)
-                return held[0]
-            pending = self._pending.get(key)
-            owner = pending is None
-            if owner:
-                pending = self._pending[key] = Future()
-        if pending is None:  # for mypy: set in both branches above
-            raise RuntimeError("unreachable")
-        if not owner:
+        """The block for ``key``: from the cache, or ``decode()`` (then kept if it fits).
+
+        A thread that waited for another's decode of the same block gets that block,
+        or, when that decode failed (its error reaches the thread that decoded),
+        decodes it itself."""
+        while True:
+            with self._lock:
+                held = self._blocks.get(key)
+                if held is not None:
+                    self._blocks.move_to_end(key)
+                    count_read(hits=1)
+                    return held[0]
+                pending = self._pending.get(key)
+                if pending is None:
+                    pending = self._pending[key] = Future()
+                    break
+            if pending.exception() is not None:  # the decoder's error is its own: again
+                continue
             count_read(hits=1)
             return pending.result()
         try:
@@ -190,7 +194,7 @@ def process_cache() -> DecodeCache:
 
 
 def _forget_after_fork() -> None:
-    global _cache  # noqa: PLW0603: a forked child must not share the parent's lock
+    global _cache  # a forked child must not share the parent's lock
     _cache = DecodeCache()
 
 

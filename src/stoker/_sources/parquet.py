@@ -58,8 +58,9 @@ class ParquetDataset(BlockTable):
         Each thread that reads opens its own handle on each file it reads; handles
         are left out of a pickle and opened again in each worker, and each process
         decodes into its own cache. A decoded copy (``cache_dir``) is a layer on disk
-        below that cache, shared by processes and runs. A row group mapped from ``cache_dir`` holds a read-only memory map
-        (and its file descriptor) while it is in the cache (counted at its size).
+        below that cache, shared by processes and runs. A row group mapped from
+        ``cache_dir`` holds a read-only memory map (and its file descriptor) while it
+        is in the cache (counted at its size).
 
     Errors:
         See :func:`from_parquet`.
