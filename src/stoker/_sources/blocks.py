@@ -33,9 +33,9 @@ import numpy as np
 from .._context import Context
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import RecordValueError
-from .block_gather import gather_batch, split_blocks, take_columns, which_blocks
+from .block_gather import gather_batch, join_blocks, split_blocks, take_columns, which_blocks
 from .columns import Columns, column_batch, columns_nbytes
-from .decode_cache import DecodeCache, count_decode, process_cache
+from .decode_cache import DecodeCache, count_decode, count_hits, process_cache
 from .table import TableDataset
 
 __all__ = ["BlockTable"]
@@ -43,6 +43,9 @@ __all__ = ["BlockTable"]
 DENSITY = 16
 """A batch with fewer rows than this per block it touches is read row by row (by a
 format that can) unless every block it touches is held already."""
+
+_ABSENT = -(1 << 62)
+"""The shift of a block not joined: any record's index plus it is negative."""
 
 _FIRST = threading.Lock()  # guards the first creation of a dataset's per-process parts
 
@@ -72,13 +75,16 @@ class BlockTable(TableDataset):
         ``cache_bytes``, and are let go when the dataset is collected.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_handles", "_bad", "_key")
+    _transient: ClassVar[tuple[str, ...]] = ("_handles", "_bad", "_key", "_window")
     _handle_per_thread: ClassVar[bool] = True
     _reads_rows: ClassVar[bool] = False  # whether _read_rows reads rows where they lie
 
     _handles: _Handles | None
     _bad: set[int] | None  # blocks whose decode failed (read row by row from then on)
     _key: str | None  # this copy's blocks in its process's cache (None: none yet)
+    # The blocks of the last batch of several blocks, their join once a second batch
+    # read the same ones (a window of a block-aligned shuffle), and :meth:`_shifts`.
+    _window: tuple[list[int], Columns | None, np.ndarray] | None
 
     def _set_blocks(self, sizes: list[int], cache_bytes: int, block_bytes: int = 0) -> None:
         """The blocks' row counts, in order; the budget of this source's decoded blocks;
@@ -94,6 +100,7 @@ class BlockTable(TableDataset):
         self._handles = None
         self._bad = None
         self._key = None
+        self._window = None
 
     # What a format provides.
 
@@ -245,11 +252,31 @@ class BlockTable(TableDataset):
         if not len(indices):
             return column_batch(self._empty(), out)
         numbers, rows = self._locate(indices)
+        window = self._window
+        if window is not None and window[1] is not None:
+            positions = window[2][numbers] + indices  # negative: a block not in the join
+            if positions.min() >= 0:  # one gather from the window's blocks, joined
+                count_hits(int(np.count_nonzero(np.bincount(numbers))))
+                return gather_batch([window[1]], None, positions, out)
         unique, grouping = split_blocks(numbers, self._block_count)
         blocks = self._blocks(unique, len(indices))
         if blocks is None:
             return column_batch(self._direct(indices), out)
+        if grouping is not None:
+            if window is not None and window[0] == unique and window[1] is None:
+                # A second batch from the same blocks: join them, once.
+                self._window = (unique, join_blocks(blocks), self._shifts(unique))
+            elif window is None or window[0] != unique:
+                self._window = (unique, None, self._shifts([]))
         return gather_batch(blocks, grouping, rows, out)
+
+    def _shifts(self, unique: list[int]) -> np.ndarray:
+        """Per block, what turns a record's index into its row in the join of the
+        blocks ``unique`` (end to end, in that order); ``_ABSENT`` for other blocks."""
+        shifts = np.full(self._block_count, _ABSENT, dtype=np.int64)
+        sizes = np.diff(self._starts)[unique]
+        shifts[unique] = np.concatenate(([0], np.cumsum(sizes)[:-1])) - self._starts[unique]
+        return shifts
 
     def _empty(self) -> Columns:
         """No rows, with the columns' kinds (from the first block)."""
