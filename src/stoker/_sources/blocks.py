@@ -26,7 +26,7 @@ import functools
 import threading
 import uuid
 import weakref
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from .._context import Context
 from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import RecordValueError
 from .block_gather import gather_batch, join_blocks, split_blocks, take_columns, which_blocks
-from .columns import Columns, column_batch, columns_nbytes
+from .columns import Columns, Ragged, column_batch, columns_nbytes
 from .decode_cache import DecodeCache, count_decode, count_hits, process_cache
 from .table import TableDataset
 
@@ -61,6 +61,21 @@ class _Handles:
         self.shared: Any = None
 
 
+class _Window(NamedTuple):
+    """The blocks of the last batch that read several (in a block-aligned shuffle, a
+    window's), and, once a second batch read the same ones, their join (None: not
+    joined) with :meth:`BlockTable._shifts` into it."""
+
+    unique: list[int]
+    blocks: list[Columns]
+    joined: Columns | None
+    shifts: np.ndarray
+    tried: bool
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
 class BlockTable(TableDataset):
     """Rows read in blocks of consecutive rows, on the shared block protocol.
 
@@ -82,9 +97,7 @@ class BlockTable(TableDataset):
     _handles: _Handles | None
     _bad: set[int] | None  # blocks whose decode failed (read row by row from then on)
     _key: str | None  # this copy's blocks in its process's cache (None: none yet)
-    # The blocks of the last batch of several blocks, their join once a second batch
-    # read the same ones (a window of a block-aligned shuffle), and :meth:`_shifts`.
-    _window: tuple[list[int], Columns | None, np.ndarray] | None
+    _window: _Window | None  # the blocks of the last batch of several blocks
 
     def _set_blocks(self, sizes: list[int], cache_bytes: int, block_bytes: int = 0) -> None:
         """The blocks' row counts, in order; the budget of this source's decoded blocks;
@@ -253,21 +266,30 @@ class BlockTable(TableDataset):
             return column_batch(self._empty(), out)
         numbers, rows = self._locate(indices)
         window = self._window
-        if window is not None and window[1] is not None:
-            positions = window[2][numbers] + indices  # negative: a block not in the join
+        if window is not None and window.joined is not None:
+            positions = window.shifts[numbers] + indices  # negative: a block not joined
             if positions.min() >= 0:  # one gather from the window's blocks, joined
                 count_hits(int(np.count_nonzero(np.bincount(numbers))))
-                return gather_batch([window[1]], None, positions, out)
+                return gather_batch([window.joined], None, positions, out)
         unique, grouping = split_blocks(numbers, self._block_count)
-        blocks = self._blocks(unique, len(indices))
+        if window is not None and window.unique == unique:  # the last batch's blocks
+            count_hits(len(unique))
+            blocks: list[Columns] | None = window.blocks
+        else:
+            blocks = self._blocks(unique, len(indices))
         if blocks is None:
             return column_batch(self._direct(indices), out)
         if grouping is not None:
-            if window is not None and window[0] == unique and window[1] is None:
-                # A second batch from the same blocks: join them, once.
-                self._window = (unique, join_blocks(blocks), self._shifts(unique))
-            elif window is None or window[0] != unique:
-                self._window = (unique, None, self._shifts([]))
+            if window is not None and window.unique == unique and not window.tried:
+                # A second batch from the same blocks: join them, once (not lists of
+                # numbers: their rows are gathered as views already).
+                small = sum(columns_nbytes(b) for b in blocks) <= self._cache_bytes // 4
+                flat = not any(isinstance(c, Ragged) for c in blocks[0].values())
+                joined = join_blocks(blocks) if small and flat else None
+                shifts = self._shifts(unique if joined else [])
+                self._window = _Window(unique, blocks, joined, shifts, tried=True)
+            elif window is None or window.unique != unique:  # seen once
+                self._window = _Window(unique, blocks, None, _NONE, tried=False)
         return gather_batch(blocks, grouping, rows, out)
 
     def _shifts(self, unique: list[int]) -> np.ndarray:
