@@ -1,7 +1,8 @@
 """``BlockTable``: the one block protocol of the table sources read from storage.
 
-Parquet, Arrow datasets, Lance, SQLite and JSON Lines / CSV all read their rows in
-*blocks* of consecutive rows: row groups, fragments, ranges of rowids, runs of lines.
+Parquet, Arrow tables and datasets, HF datasets, Lance, SQLite and JSON Lines / CSV
+all read their rows in *blocks* of consecutive rows: row groups, fragment pieces,
+table slices, ranges of rowids, runs of lines.
 What differs between them is only how the blocks are listed (their row counts, given
 once when the dataset is built) and how one block is read (:meth:`_read_block`);
 everything else lives here, once:
@@ -14,7 +15,9 @@ everything else lives here, once:
 * a batch gathered from those blocks straight into the planned batch buffers
   (:func:`~stoker._sources.block_gather.gather_batch`), or, for a format that can
   read rows where they are (:meth:`_read_rows`), read directly when it is spread
-  over many blocks that are not held (a shuffled batch);
+  over many blocks that are not held (a shuffled batch); the batches of one window
+  of a block-aligned shuffle share the blocks of the first (no cache lookups), and
+  from the second on gather from one join of them (flat columns only);
 * :meth:`BlockTable.shuffle_sampler`, the order aligned to the blocks;
 * what was read and decoded counted for ``it.stats()`` (hits, blocks and bytes
   decoded, bytes decoded again).
@@ -64,7 +67,8 @@ class _Handles:
 class _Window(NamedTuple):
     """The blocks of the last batch that read several (in a block-aligned shuffle, a
     window's), and, once a second batch read the same ones, their join (None: not
-    joined) with :meth:`BlockTable._shifts` into it."""
+    joined) with :meth:`BlockTable._shifts` into it; ``tried``: the join was made or
+    refused (lists of numbers, larger than a quarter of ``cache_bytes``)."""
 
     unique: list[int]
     blocks: list[Columns]
