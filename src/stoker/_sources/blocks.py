@@ -226,7 +226,7 @@ class BlockTable(TableDataset):
         bad = self._bad
         spread = len(unique) * DENSITY > rows or (bad and bad.intersection(unique))
         if self._reads_rows and spread:
-            held: list[Columns] | None = cache.peek([(key, b) for b in unique])
+            held: list[Columns] | None = cache.peek(key, unique)
             return held
         blocks: list[Columns] = []
         for block in unique:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -98,17 +98,21 @@ class DecodeCache:
         with self._lock:
             return self._held.get(owner, 0)
 
-    def peek(self, keys: list[tuple[Hashable, Hashable]]) -> list[Any] | None:
-        """The blocks of ``keys`` when every one is held (counted as hits), else None
-        (nothing decoded, nothing counted)."""
+    def peek(self, owner: Hashable, blocks: Sequence[Hashable]) -> list[Any] | None:
+        """The blocks ``blocks`` of ``owner`` when every one is held (counted as hits),
+        else None (nothing decoded, nothing counted; it stops at the first missing)."""
+        found: list[Any] = []
         with self._lock:
-            found = [self._blocks.get(key) for key in keys]
-            if any(held is None for held in found):
-                return None
-            for key in keys:
-                self._blocks.move_to_end(key)
-        count_read(hits=len(keys))
-        return [held[0] for held in found if held is not None]
+            held = self._blocks
+            for block in blocks:
+                entry = held.get((owner, block))
+                if entry is None:
+                    return None
+                found.append(entry[0])
+            for block in blocks:
+                held.move_to_end((owner, block))
+        count_read(hits=len(blocks))
+        return found
 
     def get(
         self,
