@@ -19,8 +19,7 @@ SCRIPT = ROOT / "bench" / "import_graph.py"
 
 # Imports that still run back up (importer, imported), to be paid off.
 KNOWN_BACK_UP = {
-    ("_sources.parquet", "_sampling.chunked"),
-    ("_sources.sqlite", "_sampling.chunked"),  # ds.shuffle_sampler(), as for Parquet
+    ("_sources.blocks", "_sampling.chunked"),  # ds.shuffle_sampler() of every table source
 }
 # Circles between modules, beyond the allowed one (sorted members).
 KNOWN_CIRCLES: set[tuple[str, ...]] = set()

@@ -35,12 +35,12 @@ from ._sources.arrays import from_arrays as from_arrays
 from ._sources.arrow import from_arrow as from_arrow
 from ._sources.arrow import from_pandas as from_pandas
 from ._sources.arrow import from_polars as from_polars
+from ._sources.csv_lines import from_csv as from_csv
 from ._sources.files import from_files as from_files
 from ._sources.hf import from_hf as from_hf
 from ._sources.image_folder import from_image_folder as from_image_folder
 from ._sources.iterable import from_iterable as from_iterable
 from ._sources.lance import from_lance as from_lance
-from ._sources.lines import from_csv as from_csv
 from ._sources.lines import from_jsonl as from_jsonl
 from ._sources.memory import from_sequence as from_sequence
 from ._sources.parquet import from_parquet as from_parquet

@@ -225,9 +225,12 @@ def _cache_thrash(s: Counters, waited: str) -> Verdict:
         (
             "keep the decoded data: for Parquet, the default cache_dir='auto' writes a decoded "
             "copy once when the disk has room, or pass cache_dir=<a local folder with room>",
-            "or cache_bytes= larger than the decoded columns read (per worker)",
-            "or read a few blocks at a time: sampler=ds.shuffle_sampler(seed) (row groups or "
-            "blocks in random order, shuffled within a window: not a full permutation)",
+            "or cache_bytes= larger than the decoded columns read (from_parquet, from_sqlite: "
+            "per process, the process's one decode cache takes the largest asked for)",
+            "or read a few blocks at a time, for every table source (Parquet row groups, "
+            "SQLite rowid ranges, JSONL/CSV line runs, Lance and Arrow fragments, HF and "
+            "Arrow table slices): sampler=ds.shuffle_sampler(seed) (blocks in random order, "
+            "shuffled within a window: not a full permutation)",
         ),
     )
 

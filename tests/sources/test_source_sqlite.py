@@ -100,7 +100,7 @@ def test_pickles_as_a_description(db):
     ds = sk.from_sqlite(db, "t")
     ds[0]  # opens a connection in this thread
     copy = pickle.loads(pickle.dumps(ds))
-    assert copy._local is None
+    assert copy._handles is None
     assert copy[3]["name"] == ds[3]["name"]
 
 

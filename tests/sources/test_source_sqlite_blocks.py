@@ -1,14 +1,12 @@
-"""from_sqlite's block path: blocks read by range queries, kept side by side, gathered."""
+"""from_sqlite's block path: blocks read by range queries, kept in the decode cache, gathered."""
 
 import math
 import sqlite3
-import threading
 
 import numpy as np
 import pytest
 
 import stoker as sk
-from stoker._sources.sqlite_blocks import BlockStore
 from stoker.testing import assert_resumes_exactly, assert_same_batches
 
 ROWS = 300
@@ -176,7 +174,7 @@ def test_budget_keeps_results_and_bounds_what_is_held(table, budget):
         same(got, [expected[i] for i in order])
     blocks = -(-len(ds) // 16)
     assert ds.blocks_read == (blocks if budget >= 1 << 30 else 2 * blocks)
-    assert ds._store._held_bytes <= budget
+    assert ds._held_bytes() <= budget
 
 
 def test_every_mode_same_batches_and_resume_on_blocks(table):
@@ -188,104 +186,6 @@ def test_every_mode_same_batches_and_resume_on_blocks(table):
         )
         assert_same_batches(base, other, epochs=2)
     assert_resumes_exactly(base, epochs=2, max_stops=5)
-
-
-def _store(length, block_rows, budget, read=None, kinds=("int", "float", "str")):
-    def default(block):
-        rows = np.arange(block * block_rows, min(block * block_rows + block_rows, length))
-        return [rows * 3, rows / 4, [f"s{i}" for i in rows.tolist()]]
-
-    return BlockStore(list(kinds), block_rows, length, budget, read or default)
-
-
-def test_store_threads_gather_the_same_as_one(tmp_path):
-    length, size = 5000, 64
-    reads = []
-    lock = threading.Lock()
-
-    def read(block):
-        with lock:
-            reads.append(block)
-        rows = np.arange(block * size, min(block * size + size, length))
-        return [rows * 3, rows / 4, [f"s{i}" for i in rows.tolist()]]
-
-    store = _store(length, size, budget=20 * size * 70, read=read)
-    rng = np.random.default_rng(0)
-    batches = [rng.integers(0, length, 200) for _ in range(300)]
-    errors = []
-
-    def work(part):
-        try:
-            for idx in part:
-                ints, floats, texts = store.gather(idx)
-                assert ints.tolist() == (idx * 3).tolist()
-                assert floats.tolist() == (idx / 4).tolist()
-                assert texts == [f"s{i}" for i in idx.tolist()]
-                held = store.held(idx)
-                if held is not None:
-                    assert held[0].tolist() == ints.tolist()
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(batches[k::4],)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    assert store._reading == {}
-    assert all(p == 0 for p in store._pins)
-    assert store.reads == len(reads)
-
-
-def test_store_read_error_reaches_its_batch_and_others_read_again():
-    started = threading.Event()
-    release = threading.Event()
-    calls = []
-
-    def read(block):
-        calls.append((threading.current_thread().name, block))
-        if threading.current_thread().name == "first":
-            started.set()
-            release.wait(timeout=10)
-            raise OSError("disk went away")
-        rows = np.arange(block * 4, block * 4 + 4)
-        return [rows, rows / 2, [str(i) for i in rows.tolist()]]
-
-    store = _store(40, 4, budget=1 << 20, read=read)
-    outcome = {}
-
-    def first():
-        try:
-            store.gather(np.array([8, 9]))
-        except OSError as exc:
-            outcome["first"] = exc
-
-    def second():
-        outcome["second"] = store.gather(np.array([9, 10]))
-
-    a = threading.Thread(target=first, name="first")
-    a.start()
-    assert started.wait(timeout=10)
-    b = threading.Thread(target=second, name="second")
-    b.start()
-    release.set()
-    a.join(timeout=10)
-    b.join(timeout=10)
-    assert not a.is_alive()
-    assert not b.is_alive()
-    assert str(outcome["first"]) == "disk went away"
-    assert outcome["second"][0].tolist() == [9, 10]
-    assert calls == [("first", 2), ("second", 2)]  # the second read it again itself
-    assert store.reads == 1
-    assert store._reading == {}
-
-
-def test_store_without_numbers_or_objects():
-    texts = _store(10, 4, 1 << 20, read=lambda b: [[f"t{b}"] * 4], kinds=("str",))
-    assert texts.gather(np.array([5, 0])) == [["t1", "t0"]]
-    numbers = _store(10, 4, 1 << 20, read=lambda b: [np.full(4, b * 1.5)], kinds=("float",))
-    assert numbers.gather(np.array([9, 1]))[0].tolist() == [3.0, 0.0]
 
 
 def test_stats_count_the_blocks_read_and_read_again(tmp_path):

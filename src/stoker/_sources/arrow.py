@@ -9,11 +9,14 @@ import numpy as np
 
 from .._shm import is_sharing
 from ..errors import ConfigError
+from .arrow_blocks import ArrowBlocks
+from .blocks import BlockTable
 from .columns import Columns
+from .decode_cache import DEFAULT_CACHE_BYTES
 from .extras import require
 from .parquet import ParquetDataset, from_parquet
+from .row_layout import stack_columns
 from .shared import SharedArray, share_lock
-from .table import TableDataset
 
 __all__ = ["ArrowDataset", "ScannedDataset", "from_arrow", "from_pandas", "from_polars"]
 
@@ -33,11 +36,13 @@ def _from_ipc(data: np.ndarray) -> Any:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-class ArrowDataset(TableDataset):
+class ArrowDataset(ArrowBlocks):
     """Rows of an in-memory Arrow table; built by :func:`from_arrow`, :func:`from_polars`
     and :func:`from_pandas`.
 
-    A batch is one Arrow ``take`` of its rows, converted column by column. Process
+    A shuffled batch is an Arrow ``take`` of its rows from each chunk it touches,
+    converted column by column; a sequential one is gathered from blocks of the table
+    converted once (see :mod:`stoker._sources.arrow_blocks`). Process
     workers share one copy of the table instead of each unpickling its own: when the
     loader pickles the pipeline for them, the table is written once (Arrow IPC) into
     a shared-memory segment, and each worker reads it in place.
@@ -53,12 +58,13 @@ class ArrowDataset(TableDataset):
         when the dataset is garbage collected.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_shared",)
+    _transient: ClassVar[tuple[str, ...]] = (*ArrowBlocks._transient, "_shared")
 
     def __init__(self, table: Any, columns: list[str], what: str) -> None:
         self._table = table.select(columns)
         self._what = what
         self._shared: SharedArray | None = None
+        self._arrow_blocks(int(self._table.num_rows))
 
     def __len__(self) -> int:
         return int(self._table.num_rows)
@@ -72,10 +78,8 @@ class ArrowDataset(TableDataset):
         """The Arrow table read (only the selected columns)."""
         return self._table
 
-    def _read_columns(self, indices: np.ndarray) -> Columns:
-        from .arrow_columns import table_columns
-
-        return table_columns(self._table.take(indices))
+    def _arrow_table(self) -> Any:
+        return self._table
 
     def _column_lengths(self, key: str) -> Any:
         from .lengths import arrow_lengths
@@ -104,18 +108,35 @@ class ArrowDataset(TableDataset):
         return f"ArrowDataset(len={len(self)}, columns={self.columns}, from {self._what})"
 
 
-class ScannedDataset(TableDataset):
-    """Rows of a ``pyarrow.dataset.Dataset`` (other than local Parquet files), read with
-    one ``Dataset.take`` per batch; built by :func:`from_arrow`.
+class ScannedDataset(BlockTable):
+    """Rows of a ``pyarrow.dataset.Dataset`` (other than local Parquet files); built by
+    :func:`from_arrow`.
+
+    Blocks (see :class:`~stoker._sources.blocks.BlockTable`): each fragment's rows in
+    runs of up to 65,536, read with one ``Fragment.take`` each and kept in the
+    process's decode cache, so a shuffled epoch reads each block about once while the
+    blocks fit ``cache_bytes`` (else :meth:`shuffle_sampler`).
 
     Resources:
-        None of its own: Arrow opens the files for each ``take``.
+        Each process lists the fragments once; Arrow opens their files for each read.
     """
 
+    _handle_per_thread: ClassVar[bool] = False  # the handle: the fragments, listed once
+
     def __init__(self, dataset: Any, columns: list[str]) -> None:
+        from .arrow_blocks import BLOCK_ROWS
+
         self._dataset = dataset
         self._columns = columns
-        self._len = int(dataset.count_rows())
+        sizes: list[int] = []
+        self._pieces: list[tuple[int, int]] = []  # block -> (fragment number, first row)
+        for number, fragment in enumerate(dataset.get_fragments()):
+            rows = int(fragment.count_rows())
+            for first in range(0, rows, BLOCK_ROWS):
+                sizes.append(min(BLOCK_ROWS, rows - first))
+                self._pieces.append((number, first))
+        self._len = sum(sizes)
+        self._set_blocks(sizes, DEFAULT_CACHE_BYTES)
 
     def __len__(self) -> int:
         return self._len
@@ -124,10 +145,16 @@ class ScannedDataset(TableDataset):
     def columns(self) -> list[str]:
         return list(self._columns)
 
-    def _read_columns(self, indices: np.ndarray) -> Columns:
+    def _open_handle(self) -> list[Any]:
+        return list(self._dataset.get_fragments())
+
+    def _read_block(self, block: int) -> Columns:
         from .arrow_columns import pa, table_columns
 
-        return table_columns(self._dataset.take(pa.array(indices), columns=self._columns))
+        number, first = self._pieces[block]
+        rows = np.arange(first, first + int(self._starts[block + 1] - self._starts[block]))
+        table = self._handle()[number].take(pa.array(rows), columns=self._columns)
+        return stack_columns(table_columns(table))
 
 
 def _local_parquet_files(dataset: Any) -> list[str] | None:

@@ -18,9 +18,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .columns import Column, Columns, Ragged, column_batch
-from .row_layout import StackedColumns, stacked_field
+from .row_layout import StackedColumns, as_items, stack_columns, stacked_field
 
-__all__ = ["Grouping", "gather_batch", "split_blocks", "take_columns", "which_blocks"]
+__all__ = [
+    "Grouping",
+    "gather_batch",
+    "join_blocks",
+    "split_blocks",
+    "take_columns",
+    "which_blocks",
+]
 
 
 def _ragged_take(column: Ragged, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,7 +83,10 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
             block0, position = stacked
             rows_of = gathered.get(id(block0))
             if rows_of is None:
-                if len(blocks) == 1:
+                if len(blocks) == 1 and block0.flags.c_contiguous:  # one item a row
+                    rows_of = as_items(block0).take(rows).view(np.uint8)
+                    rows_of = rows_of.reshape(len(rows), block0.shape[1])
+                elif len(blocks) == 1:
                     rows_of = block0[rows]
                 else:
                     wheres, picked = by_block()
@@ -93,11 +103,52 @@ def take_columns(blocks: list[Columns], block_of: np.ndarray, rows: np.ndarray) 
             continue
         if len(blocks) == 1:
             result[name] = _take_one(column, rows)
-            continue
-        wheres, picked = by_block()
-        parts = [_take_one(b[name], r) for b, r in zip(blocks, picked, strict=True)]
-        result[name] = _scatter(column, parts, wheres, len(rows), name)
+        else:
+            wheres, picked = by_block()
+            parts = [_take_one(b[name], r) for b, r in zip(blocks, picked, strict=True)]
+            result[name] = _scatter(column, parts, wheres, len(rows), name)
+        taken = result[name]
+        if isinstance(taken, np.ndarray) and taken.dtype == object:
+            result[name] = taken.tolist()  # Python values kept in an array: a list again
     return result
+
+
+def join_blocks(blocks: list[Columns]) -> Columns | None:
+    """The rows of ``blocks`` end to end as one block (numbers stacked again), or None
+    when a column's kind or dtype differs between them. A batch source that reads many
+    batches from the same few blocks (a window of a block-aligned shuffle) joins them
+    once, then takes every batch from the join with one gather.
+
+    Example:
+        >>> import numpy as np
+        >>> a = {"x": np.array([1, 2]), "t": Ragged(np.array([7, 8, 9]), np.array([0, 1, 3]))}
+        >>> b = {"x": np.array([3]), "t": Ragged(np.array([5]), np.array([0, 1]))}
+        >>> both = join_blocks([a, b])
+        >>> both["x"].tolist(), [r.tolist() for r in both["t"].rows()]
+        ([1, 2, 3], [[7], [8, 9], [5]])
+    """
+    joined: Columns = {}
+    for name, first in blocks[0].items():
+        parts = [b[name] for b in blocks]
+        if any(type(p) is not type(first) for p in parts):
+            return None
+        if isinstance(first, Ragged):
+            ragged = [p for p in parts if isinstance(p, Ragged)]
+            if any(p.values.dtype != first.values.dtype for p in ragged):
+                return None
+            lengths = np.concatenate([p.lengths() for p in ragged])
+            offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            values = [p.values[p.offsets[0] : p.offsets[-1]] for p in ragged]
+            joined[name] = Ragged(np.concatenate(values), offsets)
+        elif isinstance(first, np.ndarray):
+            arrays = [p for p in parts if isinstance(p, np.ndarray)]
+            if any(p.dtype != first.dtype or p.shape[1:] != first.shape[1:] for p in arrays):
+                return None
+            joined[name] = np.concatenate(arrays)
+        else:
+            joined[name] = [v for p in parts if isinstance(p, list) for v in p]
+    return stack_columns(joined)
 
 
 def _same_stacking(a: Columns, b: Columns) -> bool:

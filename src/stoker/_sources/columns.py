@@ -184,7 +184,7 @@ def columns_nbytes(columns: Columns) -> int:
     for column in columns.values():
         if isinstance(column, Ragged):
             total += column.values.nbytes + column.offsets.nbytes
-        elif isinstance(column, np.ndarray):
+        elif isinstance(column, np.ndarray) and column.dtype != object:
             total += column.nbytes
         else:
             total += _list_nbytes(column)
@@ -194,7 +194,7 @@ def columns_nbytes(columns: Columns) -> int:
 _SAMPLE = 64
 
 
-def _list_nbytes(column: list[Any]) -> int:
+def _list_nbytes(column: list[Any] | np.ndarray) -> int:
     """50 bytes a value plus the lengths of strings and bytes: exact up to 64 values,
     else estimated from 64 evenly spaced ones (a whole block is too slow to measure)."""
     n = len(column)

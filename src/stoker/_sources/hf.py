@@ -23,10 +23,9 @@ from .._hosts import Shard
 from .._iterdataset import Cursor, StreamNode, parent_state, state_count
 from .._shm import is_sharing
 from ..errors import ConfigError, MissingExtra, StateError
-from .columns import Columns
+from .arrow_blocks import ArrowBlocks
 from .extras import require
 from .shared import SharedArray, share_lock
-from .table import TableDataset
 
 __all__ = ["HFDataset", "HFStream", "from_hf"]
 
@@ -85,11 +84,12 @@ def _check_columns(schema: Any, features: Any, columns: Sequence[str] | None) ->
     return chosen
 
 
-class HFDataset(TableDataset):
+class HFDataset(ArrowBlocks):
     """Rows of a HuggingFace ``datasets.Dataset``; built by :func:`from_hf`.
 
-    A batch is one Arrow ``take`` of its rows from the dataset's table, through the
-    dataset's indices mapping when it has one. Formatting (``set_format``,
+    A batch is read from the dataset's Arrow table, through the dataset's indices
+    mapping when it has one, on the block protocol of Arrow tables
+    (:mod:`stoker._sources.arrow_blocks`). Formatting (``set_format``,
     ``with_format``) does not apply: records come from the Arrow data, as for every
     table source.
 
@@ -110,7 +110,7 @@ class HFDataset(TableDataset):
         See :func:`from_hf`.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_table", "_shared_index")
+    _transient: ClassVar[tuple[str, ...]] = (*ArrowBlocks._transient, "_table", "_shared_index")
 
     def __init__(
         self, data: Any, columns: list[str], index: np.ndarray | None, index_data: Any
@@ -132,6 +132,7 @@ class HFDataset(TableDataset):
         self._len = int(data.num_rows if index is None else len(index))
         self._table: Any = None
         self._shared_index: SharedArray | None = None
+        self._arrow_blocks(self._len)
 
     def __len__(self) -> int:
         return self._len
@@ -150,17 +151,11 @@ class HFDataset(TableDataset):
             self._table = table
         return table
 
-    def _rows(self, indices: np.ndarray) -> np.ndarray:
+    def _table_rows(self, indices: np.ndarray) -> np.ndarray | None:
         index = self._index
         if index is None and self._index_data is not None:
             index = self._index = _index_array(self._index_data)
-        return indices if index is None else index[indices]
-
-    def _read_columns(self, indices: np.ndarray) -> Columns:
-        from .arrow_columns import pa, table_columns
-
-        rows = self._rows(indices)
-        return table_columns(self._arrow_table().take(pa.array(rows)))
+        return None if index is None else index[indices]
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -11,11 +10,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ConfigError
+from .blocks import BlockTable
 from .columns import Columns
+from .decode_cache import DEFAULT_CACHE_BYTES
 from .extras import require
-from .table import TableDataset
+from .row_layout import stack_columns
 
 __all__ = ["LanceDataset", "from_lance"]
+
+BLOCK_ROWS = 8192
+"""The most rows in one block: a fragment is read in pieces of this many rows."""
 
 
 def _open(uri: str, version: int | None, storage_options: dict[str, str] | None) -> Any:
@@ -23,13 +27,16 @@ def _open(uri: str, version: int | None, storage_options: dict[str, str] | None)
     return lance.dataset(uri, version=version, storage_options=storage_options)
 
 
-class LanceDataset(TableDataset):
+class LanceDataset(BlockTable):
     """Rows of one version of a Lance dataset; built by :func:`from_lance`.
 
-    A batch is one Lance ``take`` of its rows (only the columns asked for), which
-    returns them in the order asked. The version is fixed when the dataset is built:
-    rows written to the Lance dataset later are not read, and every worker reads the
-    same rows.
+    Blocks (see :class:`~stoker._sources.blocks.BlockTable`): each fragment's rows in
+    runs of up to 8,192. A batch spread over many blocks (``shuffle=True``) is one
+    Lance ``take`` of its rows (only the columns asked for); a batch whose rows fall in
+    few blocks (a sequential read, :meth:`shuffle_sampler`) reads each block it
+    touches whole, once, and keeps it in the process's decode cache. The version is
+    fixed when the dataset is built: rows written to the Lance dataset later are not
+    read, and every worker reads the same rows.
 
     Example:
         >>> import lance, pyarrow as pa, tempfile, os
@@ -47,7 +54,9 @@ class LanceDataset(TableDataset):
         See :func:`from_lance`.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_handle", "_lock")
+    _transient: ClassVar[tuple[str, ...]] = (*BlockTable._transient, "_opened")
+    _handle_per_thread: ClassVar[bool] = False  # a Lance dataset serves every thread
+    _reads_rows: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -57,14 +66,22 @@ class LanceDataset(TableDataset):
         length: int,
         storage_options: dict[str, str] | None,
         handle: Any,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self._uri = uri
         self._version = version
         self._columns = columns
         self._len = length
         self._storage_options = storage_options
-        self._handle: Any = handle
-        self._lock: threading.Lock | None = threading.Lock()
+        self._opened: Any = handle  # the handle from the build, used by its process
+        sizes: list[int] = []
+        self._pieces: list[tuple[int, int]] = []  # block -> (fragment id, first row)
+        for fragment in handle.get_fragments():
+            rows = int(fragment.count_rows())
+            for first in range(0, rows, BLOCK_ROWS):
+                sizes.append(min(BLOCK_ROWS, rows - first))
+                self._pieces.append((int(fragment.fragment_id), first))
+        self._set_blocks(sizes, cache_bytes)
 
     def __len__(self) -> int:
         return self._len
@@ -83,28 +100,36 @@ class LanceDataset(TableDataset):
         """The version of the Lance dataset read."""
         return self._version
 
-    def _dataset(self) -> Any:
-        handle = self._handle
-        if handle is None:
-            lock = self._lock
-            if lock is None:
-                lock = self._lock = threading.Lock()
-            with lock:
-                handle = self._handle
-                if handle is None:
-                    handle = self._handle = _open(self._uri, self._version, self._storage_options)
-        return handle
+    def _open_handle(self) -> Any:
+        opened = self._opened
+        if opened is not None:
+            return opened
+        return _open(self._uri, self._version, self._storage_options)
 
-    def _read_columns(self, indices: np.ndarray) -> Columns:
+    def _read_rows(self, indices: np.ndarray) -> Columns:
         from .arrow_columns import pa, table_columns
 
-        table = self._dataset().take(pa.array(indices), columns=self._columns)
+        table = self._handle().take(pa.array(indices), columns=self._columns)
         if table.num_rows != len(indices):
             raise RuntimeError(
                 f"Lance returned {table.num_rows} rows for {len(indices)} indices from "
                 f"{self._uri!r} (version {self._version})"
             )
         return table_columns(table)
+
+    def _read_block(self, block: int) -> Columns:
+        from .arrow_columns import table_columns
+
+        fragment_id, first = self._pieces[block]
+        rows = int(self._starts[block + 1] - self._starts[block])
+        fragment = self._handle().get_fragment(fragment_id)
+        table = fragment.to_table(columns=self._columns, offset=first, limit=rows)
+        if table.num_rows != rows:
+            raise RuntimeError(
+                f"Lance returned {table.num_rows} rows of fragment {fragment_id} for {rows} "
+                f"from {self._uri!r} (version {self._version})"
+            )
+        return stack_columns(table_columns(table))
 
     def __repr__(self) -> str:
         return (

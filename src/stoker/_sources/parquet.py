@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -11,11 +10,11 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from .._context import Context
-from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
 from .block_gather import gather_batch, split_blocks, take_columns, which_blocks
+from .blocks import BlockTable
 from .columns import Columns, columns_nbytes
-from .decode_cache import DEFAULT_CACHE_BYTES, DecodeCache, count_decode, count_hits
+from .decode_cache import DEFAULT_CACHE_BYTES, count_decode, count_hits
 from .decoded_copy import auto_copy_root, building, flat_type, write_copy
 from .extras import require
 from .parquet_files import parquet_paths
@@ -24,20 +23,21 @@ from .remote import Remote, is_url
 from .retry import RetryPolicy, check_policy
 from .row_layout import stack_columns
 from .spill import SpillFolder, default_cache_dir
-from .table import TableDataset
 
 __all__ = ["ParquetDataset", "from_parquet"]
 
 PathLike = str | os.PathLike[str]
 
 
-class ParquetDataset(TableDataset):
+class ParquetDataset(BlockTable):
     """Rows of one or more Parquet files; built by :func:`from_parquet`.
 
     ``len`` is the total row count from the files' metadata (no data is decoded to
-    build it). A batch is read with one decode per row group it touches, of only the
-    columns asked for; decoded row groups are kept in a cache of ``cache_bytes`` per
-    worker (as NumPy columns, so a batch is gathered with NumPy indexing), so a
+    build it). Its blocks (see :class:`~stoker._sources.blocks.BlockTable`) are the
+    row groups: a batch is read with one decode per row group it touches, of only the
+    columns asked for; decoded row groups are kept, within ``cache_bytes``, in the
+    process's decode cache (as NumPy columns, so a batch is gathered with NumPy
+    indexing), so a
     shuffled epoch decodes each row group about once while the row groups it visits
     fit. When they do not, by default (``cache_dir="auto"``) the first batch writes a
     decoded copy of the files to local disk once, and every batch, epoch, run and
@@ -56,22 +56,18 @@ class ParquetDataset(TableDataset):
         (3, 3, 'c')
 
     Resources:
-        Each thread that reads opens its own handle on each file it reads; handles and
-        the cache of decoded row groups are left out of a pickle and opened again in
-        each worker. A row group mapped from ``cache_dir`` holds a read-only memory map
-        (and its file descriptor) while it is in the cache (counted at its size).
+        Each thread that reads opens its own handle on each file it reads; handles
+        are left out of a pickle and opened again in each worker, and each process
+        decodes into its own cache. A decoded copy (``cache_dir``) is a layer on disk
+        below that cache, shared by processes and runs. A row group mapped from
+        ``cache_dir`` holds a read-only memory map (and its file descriptor) while it
+        is in the cache (counted at its size).
 
     Errors:
         See :func:`from_parquet`.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = (
-        "_local",
-        "_cache",
-        "_last_blocks",
-        "_whole",
-        "_copied",
-    )
+    _transient: ClassVar[tuple[str, ...]] = (*BlockTable._transient, "_whole", "_copied")
 
     def __init__(
         self,
@@ -93,17 +89,10 @@ class ParquetDataset(TableDataset):
         self._columns = columns
         sizes = [n for file_rows in rows for n in file_rows]
         self._groups = [(f, g) for f, file_rows in enumerate(rows) for g in range(len(file_rows))]
-        self._starts = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=self._starts[1:])
-        self._len = int(self._starts[-1])
-        self._group_rows = max(sizes) if sizes else 1
-        self._uniform = all(n == self._group_rows for n in sizes[:-1])
-        self._cache_bytes = cache_bytes
-        self._group_bytes = group_bytes  # the largest row group, uncompressed (metadata)
-        self._local: threading.local | None = None
-        self._cache: DecodeCache | None = None
-        # The row groups of the last batch (a window's batches share theirs).
-        self._last_blocks: tuple[list[int], list[Columns]] | None = None
+        # Blocks: the row groups (the largest one's uncompressed size from the metadata).
+        self._set_blocks(sizes, cache_bytes, group_bytes)
+        self._len = sum(sizes)
+        self._group_bytes = group_bytes
         self._files_rows = [sum(file_rows) for file_rows in rows]
         self._rows_of = rows  # each file's row groups' rows
         self._file_starts = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -126,8 +115,7 @@ class ParquetDataset(TableDataset):
     @property
     def row_group_sizes(self) -> list[int]:
         """Rows in every row group, in dataset order."""
-        sizes: list[int] = np.diff(self._starts).tolist()
-        return sizes
+        return self.block_sizes
 
     @property
     def cache_folders(self) -> list[str]:
@@ -137,7 +125,7 @@ class ParquetDataset(TableDataset):
     @property
     def decoded_row_groups(self) -> int:
         """Row groups decoded so far by this copy of the dataset (cache misses)."""
-        return self._copy_decodes + (0 if self._cache is None else self._cache.decodes)
+        return self._copy_decodes + self.blocks_decoded
 
     def write_cache(self) -> int:
         """Decode every row group not yet in ``cache_dir`` and write it there, now.
@@ -211,38 +199,11 @@ class ParquetDataset(TableDataset):
                 self._whole = None  # look for them again
             self._copied = True
 
-    def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
-        """A shuffle aligned to row groups, for files larger than the decode cache.
-
-        Chunks are the size of the largest row group; each epoch visits them in a
-        random order and shuffles the rows within every ``window`` positions, so the
-        loader decodes a few row groups at a time instead of one per row. The default
-        window is 4 row groups, fewer when the decode cache (``cache_bytes``) could not
-        hold one more than the window (a window touches up to one row group more than
-        it spans). Pass it as ``sampler=`` (without ``shuffle=True``).
-
-        Example:
-            >>> import pyarrow as pa, pyarrow.parquet as pq, tempfile, os
-            >>> path = os.path.join(tempfile.mkdtemp(), "t.parquet")
-            >>> pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=4)
-            >>> ds = from_parquet(path)
-            >>> sampler = ds.shuffle_sampler(seed=0)
-            >>> sampler.chunk_size, sorted(sampler.cursor(0).take(10).tolist()) == list(range(10))
-            (4, True)
-        """
-        size = self._group_rows
-        if window is None:
-            fits = self._cache_bytes // self._group_bytes if self._group_bytes else 5
-            window = size * max(1, min(4, fits - 1))
-        return ChunkedShuffleSampler(self._len, chunk_size=size, window=window, seed=seed)
+    def _open_handle(self) -> dict[int, Any]:
+        return {}  # this thread's handles, by file number, opened as they are read
 
     def _file(self, number: int) -> Any:
-        local = self._local
-        if local is None:
-            local = self._local = threading.local()
-        files: dict[int, Any] | None = getattr(local, "files", None)
-        if files is None:
-            files = local.files = {}
+        files: dict[int, Any] = self._handle()
         handle = files.get(number)
         if handle is None:
             pq = require("pyarrow.parquet", "arrow")
@@ -253,44 +214,29 @@ class ParquetDataset(TableDataset):
             files[number] = handle
         return handle
 
-    def _row_group(self, group: int) -> Columns:
-        """Row group ``group`` decoded into NumPy columns (cached)."""
-        cache = self._cache
-        if cache is None:
-            cache = self._cache = DecodeCache(self._cache_bytes)
-        file_number, row_group = self._groups[group]
+    def _read_block(self, block: int) -> Columns:
+        """Row group number ``block`` (of the dataset) decoded into NumPy columns: mapped
+        from ``cache_dir`` when a folder holds it, else decoded (and written there)."""
+        from .arrow_columns import table_columns
+
+        file_number, row_group = self._groups[block]
         # The automatic copy's folder holds rows.bin only (never single row groups).
         spill = None if self._spills is None or self._auto_copy else self._spills[file_number]
-
-        def decode() -> Columns:
-            from .arrow_columns import table_columns
-
-            if spill is not None:
-                mapped = spill.load(row_group)
-                if mapped is not None:
-                    return mapped
-            try:
-                table = self._file(file_number).read_row_group(row_group, columns=self._columns)
-            except FileNotFoundError as exc:
-                raise FileNotFoundError(
-                    f"the Parquet file {self._paths[file_number]!r} was removed after the "
-                    "dataset was built"
-                ) from exc
-            columns = stack_columns(table_columns(table))
-            if spill is not None and spill.save(row_group, columns):
-                return spill.load(row_group) or columns
-            return columns
-
-        block: Columns = cache.get(group, decode, columns_nbytes)
-        return block
-
-    def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The row group of every index and its row in that row group."""
-        if self._uniform:  # every row group but the last has the same size: divide
-            groups = indices // self._group_rows
-            return groups, indices - groups * self._group_rows
-        groups = np.searchsorted(self._starts, indices, side="right") - 1
-        return groups, indices - self._starts[groups]
+        if spill is not None:
+            mapped = spill.load(row_group)
+            if mapped is not None:
+                return mapped
+        try:
+            table = self._file(file_number).read_row_group(row_group, columns=self._columns)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(
+                f"the Parquet file {self._paths[file_number]!r} was removed after the "
+                "dataset was built"
+            ) from exc
+        columns = stack_columns(table_columns(table))
+        if spill is not None and spill.save(row_group, columns):
+            return spill.load(row_group) or columns
+        return columns
 
     def _read_columns(self, indices: np.ndarray) -> Columns:
         if self._auto_copy and not self._copied:
@@ -302,10 +248,7 @@ class ParquetDataset(TableDataset):
             rows = indices - self._file_starts[files]
             count_hits(len(unique))
             return take_columns([whole[f] for f in unique.tolist()], file_of, rows)
-        groups, local = self._locate(indices)
-        unique, block_of = which_blocks(groups)
-        blocks = [self._row_group(g) for g in unique.tolist()]
-        return take_columns(blocks, block_of.reshape(-1), local)
+        return super()._read_columns(indices)
 
     def _whole_files(self) -> list[Columns]:
         """Each file's rows mapped whole from ``cache_dir`` (written by
@@ -334,16 +277,7 @@ class ParquetDataset(TableDataset):
             rows = indices - self._file_starts[files]
             count_hits(len(unique))
             return gather_batch([whole[f] for f in unique], by_file, rows, out)
-        groups, local = self._locate(indices)
-        unique, grouping = split_blocks(groups, len(self._groups))
-        last = self._last_blocks
-        if last is not None and last[0] == unique:
-            blocks = last[1]
-            count_hits(len(blocks))
-        else:
-            blocks = [self._row_group(g) for g in unique]
-            self._last_blocks = (unique, blocks)
-        return gather_batch(blocks, grouping, local, out)
+        return super()._gather(indices, ctx, out)
 
 
 def from_parquet(
@@ -364,7 +298,10 @@ def from_parquet(
             ``memory://...``; ``pip install 'stoker[remote]'`` plus the protocol's
             package, such as ``s3fs``): HTTP takes explicit file URLs (no glob).
         columns: the columns to read (default: all), in record order.
-        cache_bytes: budget for decoded row groups per worker (default 256 MiB).
+        cache_bytes: the most this dataset's decoded row groups take in the decode
+            cache of each process that reads it (default 256 MiB); the process's one
+            cache holds all its table sources' blocks within the largest of their
+            ``cache_bytes``.
         cache_dir: ``"auto"`` (the default): when the decoded columns read are larger
             than ``cache_bytes`` (a shuffle would decode row groups again and again),
             the first batch read writes a decoded copy of the files once, with a

@@ -48,7 +48,7 @@ class StackedColumns(dict[str, "Column"]):
         """Fix ``plan`` from the columns and ``stacks`` (call once they are complete)."""
         self.plan, self.row_items = None, None
         blocks = {id(block): block for block, _ in self.stacks.values()}
-        if len(blocks) > 1 or not all(isinstance(c, np.ndarray) for c in self.values()):
+        if len(blocks) > 1 or not all(_numpy(c) for c in self.values()):
             return self
         runs: list[tuple[int, np.dtype[Any], list[str]]] = []
         for name, (_, offset) in sorted(self.stacks.items(), key=lambda kv: kv[1][1]):
@@ -81,6 +81,11 @@ _PLANS: dict[GatherPlan, GatherPlan] = {}
 _MAX_PLANS = 64
 
 
+def _numpy(column: Column) -> bool:
+    """A column of NumPy values (not Python objects kept in an array)."""
+    return isinstance(column, np.ndarray) and column.dtype != object
+
+
 def as_items(block: np.ndarray) -> np.ndarray:
     """The rows of a C-contiguous 2-D byte array as a 1-D array of one item per row."""
     items: np.ndarray = block.view(np.dtype((np.void, block.shape[1]))).reshape(len(block))
@@ -108,7 +113,9 @@ def stack_columns(columns: Columns) -> StackedColumns:
     all of them as one item instead of gathering column by column. For
     blocks kept in a cache. Wider types come first (so every value is aligned), one
     dtype's columns next to each other in their order; a row is padded to a multiple
-    of the widest type.
+    of the widest type. Columns of Python values (strings, bytes: lists) are kept as
+    1-D object arrays, so a gather takes their rows with NumPy too
+    (:func:`~stoker._sources.block_gather.take_columns` hands them back as lists).
 
     Example:
         >>> import numpy as np
@@ -121,7 +128,14 @@ def stack_columns(columns: Columns) -> StackedColumns:
         for name, column in columns.items()
         if isinstance(column, np.ndarray) and column.ndim == 1 and column.dtype.kind in "biuf"
     }
-    stacked = StackedColumns(columns)
+    stacked = StackedColumns(
+        {
+            name: np.fromiter(column, dtype=object, count=len(column))
+            if isinstance(column, list)
+            else column
+            for name, column in columns.items()
+        }
+    )
     stacked.stacks = {}
     if len(numeric) < 2:
         return stacked.settle()

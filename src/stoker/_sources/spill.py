@@ -110,7 +110,10 @@ def _read_header(path: Path) -> dict[str, Any] | None:
 
 
 def _spillable(columns: Columns) -> bool:
-    return all(isinstance(c, np.ndarray | Ragged) for c in columns.values())
+    return all(
+        isinstance(c, Ragged) or (isinstance(c, np.ndarray) and c.dtype != object)
+        for c in columns.values()
+    )
 
 
 class SpillFolder:

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import os
-import threading
 import urllib.parse
 import weakref
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .._sampling.chunked import ChunkedShuffleSampler
 from ..errors import ConfigError
-from .block_gather import which_blocks
-from .columns import Column, Columns
+from .blocks import BlockTable
+from .columns import Columns
 from .decode_cache import DEFAULT_CACHE_BYTES
-from .sqlite_blocks import BlockStore
+from .row_layout import stack_columns
 from .sqlite_schema import Params, check_params, column_kinds, quote, rowid_alias, rowid_name
-from .table import TableDataset
 from .values import take_rows, to_column
 
 if TYPE_CHECKING:
@@ -30,9 +27,7 @@ PathLike = str | os.PathLike[str]
 _MAX_RANGES = 16  # a batch in more contiguous runs than this is read with an IN list
 DEFAULT_BLOCK_ROWS = 4096
 """Rows in one block of consecutive rows, read with one range query and kept as columns."""
-_BLOCK_DENSITY = 16  # read by blocks when a batch has >= this many rows per block it touches
 _TEMP = '"__stoker_rows"'
-_STORE_LOCK = threading.Lock()
 _FETCH_ROWS = 256  # rows fetched at a time (see _fetch_columns)
 
 
@@ -70,7 +65,7 @@ class _Connection:
         weakref.finalize(self, self.conn.close)
 
 
-class SQLiteDataset(TableDataset):
+class SQLiteDataset(BlockTable):
     """Rows of an SQLite table or query; built by :func:`from_sqlite`.
 
     A table is read by rowid: record ``i`` is the table's ``i``-th row in rowid order
@@ -80,18 +75,18 @@ class SQLiteDataset(TableDataset):
     (in SQLite's temp store, never the database), numbered in the query's order; a
     batch is then one rowid lookup in it. Rows come back in the order asked for.
 
-    Blocks: a batch whose rows fall in few blocks of ``block_rows`` consecutive
-    records (at least 16 rows per block touched: a sequential read, or the order of
-    :meth:`shuffle_sampler`) reads each block it touches whole, with one range query,
-    converts it once to NumPy columns and keeps it, within ``cache_bytes`` per worker,
-    in a :class:`~stoker._sources.sqlite_blocks.BlockStore` (the blocks side by side
-    in one array of numbers and one of strings and bytes); the batch is then one NumPy
-    ``take`` per array. A table's ``INTEGER PRIMARY KEY`` column is the rowid: a block
+    Blocks (see :class:`~stoker._sources.blocks.BlockTable`): a batch whose rows fall
+    in few blocks of ``block_rows`` consecutive records (at least 16 rows per block
+    touched: a sequential read, or the order of :meth:`shuffle_sampler`) reads each
+    block it touches whole, with one range query, converts it once to NumPy columns
+    (the numbers side by side in the rows of one array) and keeps it, within
+    ``cache_bytes``, in the process's decode cache; the batch is then gathered from
+    the blocks. A table's ``INTEGER PRIMARY KEY`` column is the rowid: a block
     takes it from the rowids listed at build instead of reading it again. A shuffled
     batch spread over many blocks (``shuffle=True``) is gathered from the blocks held
     when it falls in those only, else looked up by rowid as above. Both read the same
-    values; with blocks, a value that does not fit its column is reported by the
-    first batch that reads its block.
+    values; a value that does not fit its column is reported by the batch that reads
+    its record (a block holding one is read row by row from then on).
 
     Example:
         >>> import sqlite3, tempfile, os
@@ -116,7 +111,8 @@ class SQLiteDataset(TableDataset):
         changed after the dataset was built. See :func:`from_sqlite` for build errors.
     """
 
-    _transient: ClassVar[tuple[str, ...]] = ("_local", "_store")
+    _transient: ClassVar[tuple[str, ...]] = BlockTable._transient
+    _reads_rows: ClassVar[bool] = True  # a batch spread over blocks: one lookup by rowid
 
     def __init__(
         self,
@@ -140,11 +136,10 @@ class SQLiteDataset(TableDataset):
         self._len = length
         self._rowids = rowids
         self._rowid = rowid
-        self._block_rows = block_rows
-        self._cache_bytes = cache_bytes
-        self._local: threading.local | None = None
         self._alias = alias
-        self._store: BlockStore | None = None
+        sizes = [block_rows] * (length // block_rows)
+        self._set_blocks(sizes + [length % block_rows] * bool(length % block_rows), cache_bytes)
+        self._block_rows = block_rows
 
     def __len__(self) -> int:
         return self._len
@@ -166,42 +161,13 @@ class SQLiteDataset(TableDataset):
     @property
     def blocks_read(self) -> int:
         """Blocks read by range query so far by this copy of the dataset (cache misses)."""
-        return 0 if self._store is None else self._store.reads
+        return self.blocks_decoded
 
-    def shuffle_sampler(self, seed: int = 0, window: int | None = None) -> ChunkedShuffleSampler:
-        """A shuffle aligned to blocks of ``block_rows`` records: range scans, not lookups.
-
-        Blocks are visited in a random order each epoch and the records shuffled within
-        every ``window`` positions (default: 4 blocks), so a batch reads a few whole
-        blocks (one range query each, converted once and cached) instead of one B-tree
-        lookup per row. Every record comes once per epoch; the order depends only on
-        ``(seed, epoch)`` and resumes exactly. Less random than ``shuffle=True`` (a
-        batch holds records of ~5 neighbouring blocks); use it when reading is the
-        bottleneck. Pass it as ``sampler=`` (without ``shuffle=True``).
-
-        Example:
-            >>> import sqlite3, tempfile, os
-            >>> path = os.path.join(tempfile.mkdtemp(), "t.db")
-            >>> with sqlite3.connect(path) as conn:
-            ...     _ = conn.execute("CREATE TABLE t (x INTEGER)")
-            ...     _ = conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(10)])
-            >>> conn.close()
-            >>> ds = from_sqlite(path, "t", block_rows=4)
-            >>> order = ds.shuffle_sampler(seed=0).cursor(0).take(10).tolist()
-            >>> sorted(order) == list(range(10))
-            True
-        """
-        size = self._block_rows
-        window = 4 * size if window is None else window
-        return ChunkedShuffleSampler(self._len, chunk_size=size, window=window, seed=seed)
+    def _open_handle(self) -> _Connection:
+        return _Connection(self._path)
 
     def _connection(self) -> sqlite3.Connection:
-        local = self._local
-        if local is None:
-            local = self._local = threading.local()
-        handle: _Connection | None = getattr(local, "handle", None)
-        if handle is None:
-            handle = local.handle = _Connection(self._path)
+        handle: _Connection = self._handle()
         if not handle.ready:
             if self._rowids is None:
                 self._materialise(handle.conn)
@@ -218,28 +184,7 @@ class SQLiteDataset(TableDataset):
                 "the database changed; build the dataset again"
             )
 
-    def _read_columns(self, indices: np.ndarray) -> Columns:
-        store = self._store
-        if store is None:
-            with _STORE_LOCK:  # one store per dataset, whichever thread comes first
-                store = self._store
-                if store is None:
-                    store = self._store = BlockStore(
-                        self._kinds,
-                        self._block_rows,
-                        self._len,
-                        self._cache_bytes,
-                        self._read_block,
-                    )
-        columns = store.held(indices)
-        if columns is None:
-            blocks, _ = which_blocks(indices // self._block_rows)
-            if len(blocks) * _BLOCK_DENSITY > len(indices):
-                return self._read_rows(indices)
-            columns = store.gather(indices)
-        return dict(zip(self._columns, columns, strict=True))
-
-    def _read_block(self, block: int) -> list[Column]:
+    def _read_block(self, block: int) -> Columns:
         """Records ``[block * block_rows, ...)`` as columns: one range query."""
         lo = block * self._block_rows
         hi = min(lo + self._block_rows, self._len)
@@ -265,13 +210,13 @@ class SQLiteDataset(TableDataset):
             key = lo + row + 1 if self._rowids is None else int(self._rowids[lo + row])
             return f"record {lo + row} (rowid {key}) of {self._path!r}"
 
-        columns: list[Column] = []
+        columns: Columns = {}
         for name, kind in zip(self._columns, self._kinds, strict=True):
             if name == self._alias and self._rowids is not None:
-                columns.append(self._rowids[lo:hi])
+                columns[name] = self._rowids[lo:hi]
             else:
-                columns.append(to_column(values[name], kind, name, where_row))
-        return columns
+                columns[name] = to_column(values[name], kind, name, where_row)
+        return stack_columns(columns)
 
     def _read_rows(self, indices: np.ndarray) -> Columns:
         unique, inverse = np.unique(indices, return_inverse=True)
@@ -333,7 +278,9 @@ def from_sqlite(
         params: the query's parameters: a tuple for ``?``, a dict for ``:name``.
         block_rows: consecutive records read by one range query when a batch's rows
             are concentrated (sequential reads, :meth:`SQLiteDataset.shuffle_sampler`).
-        cache_bytes: budget for blocks kept as columns per worker (default 256 MiB).
+        cache_bytes: the most this dataset's blocks (kept as columns) take in the
+            decode cache of each process that reads it (default 256 MiB; see
+            :func:`from_parquet`).
 
     Returns:
         An :class:`SQLiteDataset` whose records are dicts column -> value.
