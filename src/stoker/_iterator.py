@@ -251,10 +251,13 @@ class LoaderIterator(Generic[B]):
         if watchdog is None:
             return self._window.get()
         watchdog.begin()
+        arrived = False
         try:
-            return self._window.get()
+            got = self._window.get()
+            arrived = True
+            return got
         finally:
-            watchdog.end()
+            watchdog.end(arrived)  # a wait that raised (LoaderTimeout) keeps its report
 
     def state_dict(self) -> dict[str, Any]:
         """The JSON-serialisable state right after the last batch this iterator yielded.

@@ -112,6 +112,7 @@ class Watchdog:
         self._caller: int | None = None
         self._active = False
         self._reported = False
+        self._arrived = False  # how the last next() ended: with a batch, or raising
         self.findings: str | None = None
         _WATCHER.add(self)
 
@@ -119,12 +120,14 @@ class Watchdog:
         """``next()`` starts waiting for a batch (on this thread)."""
         self._caller = threading.get_ident()
         self._reported = False
+        self._arrived = False
         self._since = time.monotonic()
         self._active = True
         _WATCHER.running()
 
-    def end(self) -> None:
-        """``next()`` returned or raised."""
+    def end(self, arrived: bool = True) -> None:
+        """``next()`` returned a batch (``arrived``), or raised."""
+        self._arrived = arrived
         self._active = False
         self._since = time.monotonic()
 
@@ -155,7 +158,7 @@ class Watchdog:
             found = self._describe(self._caller)
         except Exception as exc:  # a report must never break the loader
             found = f"(could not describe the work in flight: {type(exc).__name__}: {exc})"
-        if not self.waiting:  # the batch came while the report was being written
+        if not self.waiting and self._arrived:  # the batch came while it was written
             return self.seconds / _SLICES
         text = (
             f"no batch for {waited:.1f} s (watchdog={self.seconds:g}); in flight:\n{found}\n"
