@@ -90,12 +90,13 @@ class DataLoader(Generic[B]):
         start_method: how worker processes start: "forkserver" (default, safe after
             JAX or PyTorch started threads), "spawn" or "fork".
         timeout: seconds to wait for a batch before :class:`~stoker.LoaderTimeout`.
-        watchdog: seconds ``next()`` waits for workers or the prefetch thread before
-            it logs, once, a warning (logger ``"stoker"``) naming the batches and
-            samples in flight and the stacks of the workers reading them; the same
-            goes into ``it.stats().watchdog``. None turns it off. It never raises
-            (``timeout`` does), and it does not watch a batch built on the calling
-            thread (no workers and no prefetch thread: that thread is yours).
+        watchdog: seconds a ``next()`` may wait for a batch before it logs, once, a
+            warning (logger ``"stoker"``) naming the batches and samples in flight
+            and the stacks of the threads or workers building them; the same goes
+            into ``it.stats().watchdog``. None turns it off. It never raises
+            (``timeout`` does). A batch built on the calling thread (no workers) is
+            watched too, from a helper thread: the report shows where your own
+            thread is stuck.
         progress: show a tqdm bar for every pass: batches against ``len(loader)``,
             samples per second and the verdict of ``it.stats()`` (see also
             :func:`~stoker.progress`).
