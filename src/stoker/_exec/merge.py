@@ -1,64 +1,32 @@
-"""One batch built by several workers at once, exactly as one build would give it.
+"""One batch read by several workers at once, exactly as one build would give it.
 
-The first batch of a pass is what a cold start waits for: its records are split
-across the workers (:func:`split_build`) so that every worker builds a slice of it,
-and the slices are joined here, or found not joinable and built again whole. The
-thread workers of ``worker_mode="auto"``
-(:class:`~stoker._exec.handover.HandoverExecutor`) and the process workers
-(:class:`~stoker._exec.processes.ProcessExecutor`) both split it.
+The first batch of a pass is what a cold start waits for. Its records are split
+across the workers (:func:`split_build`): every worker reads and transforms a slice
+of them, and the slices' records are collated together, once, by the default
+collate, which is what one worker would have done with the whole batch. The thread
+workers of ``worker_mode="auto"`` (:class:`~stoker._exec.handover.HandoverExecutor`)
+and the process workers (:class:`~stoker._exec.processes.ProcessExecutor`) both
+split it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import numpy as np
 
+from .._batching.builder import add_batch_index, add_location
+from .._collate import default_collate
+from .._dataset import Dataset
 from .._stats import SourceReads
 from .executor import cancel_future
 from .jobs import Done, Job, WorkerSpec
 
-__all__ = ["CannotMerge", "concat_batches", "joined_done", "splits", "split_build"]
-
-
-class CannotMerge(Exception):
-    """Sub-batches whose concatenation might differ from the whole batch."""
-
-
-def concat_batches(parts: list[Any]) -> Any:
-    """One batch from consecutive sub-batches, exactly as one build would give it.
-
-    Example:
-        >>> concat_batches([np.array([1, 2]), np.array([3])]).tolist()
-        [1, 2, 3]
-        >>> sorted(concat_batches([{"a": np.zeros(1)}, {"a": np.ones(2)}])["a"].tolist())
-        [0.0, 1.0, 1.0]
-
-    Raises:
-        CannotMerge: when the parts are not arrays of one dtype and row shape (in
-            matching dicts or tuples): collating them at once might differ.
-    """
-    first = parts[0]
-    if isinstance(first, np.ndarray):
-        for p in parts:
-            if not isinstance(p, np.ndarray) or p.dtype != first.dtype:
-                raise CannotMerge
-            if p.ndim == 0 or p.shape[1:] != first.shape[1:] or p.dtype == object:
-                raise CannotMerge
-        return np.concatenate(parts)
-    if type(first) is dict:
-        keys = list(first)
-        if any(type(p) is not dict or list(p) != keys for p in parts):
-            raise CannotMerge
-        return {k: concat_batches([p[k] for p in parts]) for k in keys}
-    if type(first) is tuple:
-        if any(type(p) is not tuple or len(p) != len(first) for p in parts):
-            raise CannotMerge
-        return tuple(concat_batches([p[i] for p in parts]) for i in range(len(first)))
-    raise CannotMerge
+__all__ = ["copy_future", "joined_done", "settle", "split_build", "splits"]
 
 
 def joined_done(value: Any, parts: list[Done]) -> Done:
@@ -80,29 +48,47 @@ def joined_done(value: Any, parts: list[Done]) -> Done:
 
 
 def splits(spec: WorkerSpec) -> bool:
-    """True when a batch of ``spec``'s loader may be built in slices and joined: the
-    default collate (whose joined slices are checked to equal the whole batch), and
-    no skipped records to account for."""
-    return spec.batched and spec.collate_fn is None and spec.on_error == "raise"
+    """True when a batch of ``spec``'s loader is read record by record and collated by
+    the default collate, with no record to skip: its records may then be read in
+    slices by several workers and collated together.
+
+    A source that reads whole batches at once (arrays, tables: they override
+    ``Dataset._gather``) is left whole; it is fast already, and its batch is not built
+    from records.
+
+    Example:
+        >>> import stoker as sk
+        >>> spec = WorkerSpec(sk.range(10).map(abs), None, 4, "raise", 0, 2, None, None)
+        >>> splits(spec), splits(WorkerSpec(sk.range(10), None, 4, "raise", 0, 2, None, None))
+        (True, False)
+    """
+    dataset = spec.dataset
+    return (
+        spec.batched
+        and spec.collate_fn is None
+        and spec.on_error == "raise"
+        and isinstance(dataset, Dataset)
+        and not dataset.may_skip
+        and type(dataset)._gather is Dataset._gather
+    )
 
 
 def split_build(
     submit: Callable[[Job], Future[Done]], job: Job, workers: int
 ) -> Future[Done] | None:
-    """``job`` (a one-part build) submitted as up to ``workers`` slices, joined into
-    one :class:`Done`; None when it has too few records to split.
+    """``job`` (a one-part build) read as up to ``workers`` slices of records, collated
+    together into one :class:`Done`; None when it has too few records to split.
 
     The slices keep the job's batch index and description, so an error or a crash in
-    one of them names the batch and the record as the whole job would. When the
-    slices cannot be joined exactly (see :func:`concat_batches`), the whole job is
-    submitted again and its result is the one returned.
+    one of them names the batch and its records as the whole job would. The records
+    are collated on the thread that receives the last slice.
 
     Example:
         >>> import stoker as sk
         >>> from stoker._context import Context
         >>> from stoker._exec.threads import ThreadExecutor
         >>> from stoker._batching.pool import BufferPool
-        >>> spec = WorkerSpec(sk.range(10), None, 4, "raise", 0, 2, None, None)
+        >>> spec = WorkerSpec(sk.range(10).map(abs), None, 4, "raise", 0, 2, None, None)
         >>> with ThreadExecutor(spec, BufferPool(4, 4)) as ex:
         ...     job = Job(0, "build", ((Context(), np.arange(4)),), "batch 0")
         ...     split_build(ex.submit, job, 2).result().value.tolist()
@@ -114,7 +100,7 @@ def split_build(
         return None
     merged: Future[Done] = Future()
     subs = [
-        submit(Job(job.seq, "build", ((ctx, p),), job.where, None, len(p), job.token))
+        submit(Job(job.seq, "records", ((ctx, p),), job.where, None, len(p), job.token))
         for p in pieces
     ]
     left = [len(subs)]
@@ -125,9 +111,7 @@ def split_build(
             left[0] -= 1
             if left[0]:
                 return
-        # The slices' futures are let go here: nothing keeps their buffers (slots of
-        # the executor's pool) once the batch is joined.
-        finished, subs[:] = list(subs), []
+        finished, subs[:] = list(subs), []  # nothing keeps the slices once joined
         if any(f.cancelled() for f in finished):
             cancel_future(merged)
             return
@@ -137,12 +121,18 @@ def split_build(
             return
         dones = [f.result() for f in finished]
         del finished
+        records = [record for done in dones for record in done.value]
+        start = time.perf_counter()
         try:
-            value = concat_batches([d.value for d in dones])
-        except CannotMerge:
-            submit(job).add_done_callback(lambda f: copy_future(f, merged))
+            value = default_collate(records)
+        except Exception as exc:
+            add_location(exc, None, job.where)
+            add_batch_index(exc, job.seq)
+            settle(merged, error=exc)
             return
-        settle(merged, joined_done(value, dones))
+        done = joined_done(value, dones)
+        done.collate_seconds += time.perf_counter() - start
+        settle(merged, done)
 
     for sub in list(subs):
         if sub.cancelled():
@@ -155,7 +145,8 @@ def split_build(
 def settle(
     future: Future[Done], done: Done | None = None, error: BaseException | None = None
 ) -> None:
-    """Resolve ``future`` unless its reader cancelled it meanwhile."""
+    """Resolve ``future`` unless its reader cancelled it (or ``close()`` failed it)
+    meanwhile."""
     try:
         if error is not None:
             future.set_exception(error)
