@@ -5,11 +5,10 @@ each built from the :class:`~stoker._pass.PassSpec` its loader hands it: the epo
 plan (stages 2-4, ``stoker._epoch``: which records make each batch, and the state
 after it), the executor (stage 5, ``stoker._exec``: inline, thread, process or Ray,
 behind one ``Executor`` protocol) and the window of batches in flight (stage 6,
-``stoker._window``). A plan of one job per batch feeds a
-:class:`~stoker._window.JobWindow`; a plan that fills its batches itself (a stream
-read by several workers, each owning its part's cursor, or batches filled past a
-filter) keeps its own reads in flight on the same executors; an inline stream is
-read on the calling (or prefetch) thread. The iterator sees all of them through
+``stoker._window``). Every plan with an executor plans jobs into one
+:class:`~stoker._window.JobWindow` (a batch per job, chunks of records filled past
+a filter, a stream's parts read by workers); an inline stream is read on the
+calling (or prefetch) thread. The iterator sees all of them through
 the same few members: ``get()``, ``state()``, ``final_state()`` and ``close()``.
 """
 
@@ -19,7 +18,6 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any, Generic
 
 from typing_extensions import TypeVar
@@ -99,10 +97,10 @@ class LoaderIterator(Generic[B]):
         self._tally = Tally(spec.config.max_errors)  # what workers report
         self._plan, self._builder = spec.plan(epoch, state)  # stages 2-4
         self._executor, self._token, release = spec.executor(self._plan)  # stage 5
-        self._window, self._jobs, self._keep_going = spec.window(
+        self._window, self._jobs, tuned, self._keep_going = spec.window(
             self._plan, self._executor, self._token, self._tally, state, epoch
         )  # stage 6
-        self._autotune = Autotune.of(self._executor, self._jobs, self._tally)  # "auto"
+        self._autotune = Autotune.of(self._executor, tuned, self._tally)  # "auto"
         self._inline_since: int | None = None  # the batch from which "auto" built inline
         self._handover = self._autotune.executor if self._autotune is not None else None
         # What is in flight, for the watchdog and LoaderTimeout: it holds the parts,
@@ -229,8 +227,8 @@ class LoaderIterator(Generic[B]):
         self._autotune = None
         self._inline_since = self._batches
         self._jobs = JobWindow(
-            partial(self._plan.next_job, self._token),
-            self._tally.finish,
+            self._plan,
+            self._tally,
             handover.inline_executor(),
             depth=1,
             ordered=True,
@@ -419,7 +417,6 @@ class InFlight:
         """The next batch to be handed out and the jobs in flight, with their samples."""
         done = (self._box.state or {}).get(BATCHES, "?")
         jobs = self.jobs_window.in_flight() if self.jobs_window is not None else []
-        jobs = jobs or self.plan.in_flight()
         head = f"  next to hand out: batch {done} of epoch {self._epoch}"
         return f"{head}\n{describe_jobs(jobs)}" if jobs else head
 

@@ -13,24 +13,25 @@ reads the loader's own members.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ._batching.builder import BatchBuilder
-from ._config import LoaderConfig
+from ._config import DEFAULT_DEPTH, LoaderConfig
 from ._dataset import Dataset
 from ._epoch.choose import epoch_plan
-from ._epoch.plan import EpochPlan
+from ._epoch.plan import EpochPlan, Item
 from ._exec.executor import Executor
 from ._exec.jobs import Tally
 from ._exec.make import Lease, pass_executor
 from ._hosts import Shard
 from ._iterdataset import IterDataset
+from ._prefetch import Prefetcher
 from ._sampling.base import Sampler
-from ._window import PassWindow, open_window
+from ._window import JobWindow
 
-__all__ = ["PassSpec", "Reopens"]
+__all__ = ["PassSpec", "PassWindow", "Reopens", "inline_depth", "open_window"]
 
 
 class Reopens(Protocol):
@@ -120,3 +121,98 @@ class PassSpec:
             ahead=state.get("ahead", ()) if state is not None else (),
             name=f"stoker-prefetch-epoch{epoch}",
         )
+
+
+class PassWindow(NamedTuple):
+    """Stage 6 of one pass, as :func:`open_window` opens it."""
+
+    window: Prefetcher[Item] | JobWindow
+    """What ``next()`` reads: ``get()`` returns (batch, state, records)."""
+    jobs: JobWindow | None
+    """The window of jobs (None for a stream read on the asking thread)."""
+    tuned: JobWindow | None
+    """The window of jobs when every job is one batch (the tuner sets its depth)."""
+    keep_going: bool
+    """After an error of one batch, the next ``get()`` goes on with the next batch
+    (False where reads run ahead across batches on workers: a stream's parts, batches
+    filled past a filter)."""
+
+
+def open_window(
+    plan: EpochPlan,
+    executor: Executor | None,
+    token: int,
+    cfg: LoaderConfig,
+    tally: Tally,
+    *,
+    inline: bool,
+    ahead: Iterable[int] = (),
+    name: str = "stoker-prefetch",
+) -> PassWindow:
+    """Stage 6 of one pass: the window of batches in flight for ``plan`` on ``executor``.
+
+    ``inline`` says the pass has no workers (its executor, if any, builds a batch
+    when asked); ``ahead`` names the batches a state saved with ``ordered=False``
+    already handed out; ``tally`` hears of every job's result.
+
+    Example:
+        >>> import stoker as sk
+        >>> from stoker._config import LoaderConfig
+        >>> from stoker._epoch.choose import epoch_plan
+        >>> from stoker._exec.make import pass_executor
+        >>> from stoker._hosts import ONE_HOST
+        >>> from stoker._sampling.sequential import SequentialSampler
+        >>> cfg, ds = LoaderConfig(batch_size=2), sk.range(4)
+        >>> plan, builder = epoch_plan(
+        ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, "inline", 0, None
+        ... )
+        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, lease=None)
+        >>> opened = open_window(plan, ex, token, cfg, Tally(10), inline=True)
+        >>> [opened.window.get()[0].tolist() for _ in range(2)], opened.keep_going
+        ([[0, 1], [2, 3]], True)
+        >>> opened.window.close(); give_back(); builder.close()
+    """
+    depth = 1 if inline else cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
+    timeout = None if inline else cfg.timeout
+    jobs = None
+    produce: Callable[[], Item | None]
+    if plan.needs_executor:
+        if executor is None:
+            raise RuntimeError("a plan of jobs needs an executor")
+        depth = plan.window_depth(depth)
+        jobs = JobWindow(
+            plan,
+            tally,
+            executor,
+            depth=depth,
+            ordered=cfg.ordered,
+            timeout=timeout,
+            start_state=plan.state(),
+            ahead=ahead,
+            token=token,
+        )
+        produce = jobs.get
+    else:  # a stream read on the asking thread
+        produce = plan.next_item
+    window: Prefetcher[Item] | JobWindow
+    if inline:  # on the asking thread, or on a prefetch thread when it pays off
+        depth_ahead = inline_depth(cfg.prefetch, cfg.timeout)
+        window = Prefetcher(produce, depth_ahead, cfg.timeout, name=name, keep_going=True)
+    elif jobs is not None:
+        window = jobs
+    else:
+        window = Prefetcher(produce, 0, None, name=name)
+    tuned = jobs if plan.job_per_batch else None
+    return PassWindow(window, jobs, tuned, keep_going=inline or plan.job_per_batch)
+
+
+def inline_depth(prefetch: int | None, timeout: float | None) -> int | None:
+    """Batches the inline prefetch thread builds ahead (None: decided by probing).
+
+    Example:
+        >>> inline_depth(None, None), inline_depth(None, 5.0), inline_depth(0, None)
+        (None, 2, 0)
+    """
+    if prefetch is None and timeout is not None:
+        return DEFAULT_DEPTH  # the timeout watches the prefetch thread
+    return prefetch

@@ -51,7 +51,7 @@ def epoch_plan(
         >>> cfg = LoaderConfig(batch_size=2)
         >>> plan, builder = epoch_plan(cfg, sk.range(4), SequentialSampler(4), ONE_HOST,
         ...                            loader_header(cfg, 4, ONE_HOST), "inline", 0, None)
-        >>> type(plan).__name__, plan.plans_jobs, plan.next_job(0).parts[0][1].tolist()
+        >>> type(plan).__name__, plan.job_per_batch, plan.next_job(0).parts[0][1].tolist()
         ('MapPlan', True, [0, 1])
         >>> builder.close()
     """
@@ -69,6 +69,7 @@ def epoch_plan(
             batch_size=cfg.batch_size,
             last_batch=cfg.last_batch,
             dataset=ds,
+            ordered=cfg.ordered,
             **where,
         ), None
     builder = None

@@ -18,12 +18,26 @@ import numpy as np
 from .._context import SKIP, Context
 from .._stats import SourceReads
 
-__all__ = ["EMPTY", "Done", "Job", "Submits"]
+__all__ = ["EMPTY", "WAIT", "Done", "Job", "Submits", "Wait"]
 
 JobKind = Literal["build", "records", "stream"]
 
 EMPTY: Any = SKIP
 """The result of a ``build`` job whose records were all skipped."""
+
+
+class Wait:
+    """What a plan's ``next_job`` returns when it has nothing to plan until a job in
+    flight finishes (a stream part whose next read waits for its last one)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "WAIT"
+
+
+WAIT = Wait()
+"""The one :class:`Wait`."""
 
 
 @dataclass(slots=True, eq=False)
