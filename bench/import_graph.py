@@ -52,6 +52,8 @@ RANKS: dict[str, int] = {
     "_hosts": 1,
     "_context": 1,
     "_tuning": 1,
+    # what the config and the pipeline decide, worked out once
+    "_settings": 2,
     "_sizing": 1,
     # stage 1-4
     "_dataset": 2,

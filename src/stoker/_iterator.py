@@ -23,7 +23,6 @@ from typing import Any, Generic
 from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
-from ._config import DEFAULT_DEPTH
 from ._epoch.plan import EpochPlan
 from ._exec.autotune import Autotune
 from ._exec.jobs import Job, Tally
@@ -289,13 +288,10 @@ class LoaderIterator(Generic[B]):
             where += "" if w.ordered else ", as they finish"
             queue = max(0.0, w.latency_seconds - tally.work_seconds - tally.transfer_seconds)
         else:
-            inline = not w.mode.startswith("background")
             wait = w.wait_seconds  # production on the caller's thread included
             produce = w.produce_seconds
-            where = w.mode if workers == 0 else f"{workers} {self._mode} workers read ahead"
-            depth = 0 if inline else (cfg.prefetch or DEFAULT_DEPTH)
-            if workers:
-                depth = cfg.prefetch or 2 * workers
+            where = w.mode
+            depth = w.depth
         work = tally.work_seconds if workers else produce
         busy = (work or fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
         pool = getattr(self._executor, "pool", None) if self._mode == "inline" else None

@@ -3,12 +3,13 @@
 A :class:`~stoker.DataLoader` is a description; a
 :class:`~stoker._iterator.LoaderIterator` is one pass. For every pass the loader
 hands its iterator one frozen ``PassSpec``: the checked config, the dataset, the
-sampler, this host's shard, the state header, the worker mode (``"auto"`` resolved
-once, by the loader) and how to lease the loader's workers. The spec's three methods
-are the data path of DESIGN.md, one stage each: the epoch's :meth:`~PassSpec.plan`
-(stages 2-4), the :meth:`~PassSpec.executor` (stage 5) and the
-:meth:`~PassSpec.window` of batches in flight (stage 6). Nothing below the loader
-reads the loader's own members.
+sampler, this host's shard, the state header, the settings the loader worked out
+once (the worker mode with ``"auto"`` resolved, the depth, the pool sizes) and how
+to lease the loader's workers. The spec's three methods are the data path of
+DESIGN.md, one stage each: the epoch's :meth:`~PassSpec.plan` (stages 2-4), the
+:meth:`~PassSpec.executor` (stage 5) and the :meth:`~PassSpec.window` of batches
+in flight (stage 6, :func:`open_window`). Nothing below the loader reads the
+loader's own members.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from ._batching.builder import BatchBuilder
-from ._config import DEFAULT_DEPTH, LoaderConfig
+from ._config import LoaderConfig
 from ._dataset import Dataset
 from ._epoch.choose import epoch_plan
 from ._epoch.plan import EpochPlan, Item
@@ -29,9 +30,10 @@ from ._hosts import Shard
 from ._iterdataset import IterDataset
 from ._prefetch import Prefetcher
 from ._sampling.base import Sampler
+from ._settings import Settings
 from ._window import JobWindow
 
-__all__ = ["PassSpec", "PassWindow", "Reopens", "inline_depth", "open_window"]
+__all__ = ["PassSpec", "PassWindow", "Reopens", "open_window"]
 
 
 class Reopens(Protocol):
@@ -56,8 +58,10 @@ class PassSpec:
         >>> from stoker._exec.jobs import Tally
         >>> from stoker._hosts import ONE_HOST
         >>> from stoker._sampling.sequential import SequentialSampler
-        >>> spec = PassSpec(LoaderConfig(batch_size=3), sk.range(6), SequentialSampler(6),
-        ...                 ONE_HOST, {}, "inline", lease=None, loader=None)
+        >>> from stoker._settings import settings_for
+        >>> cfg, ds = LoaderConfig(batch_size=3), sk.range(6)
+        >>> spec = PassSpec(cfg, ds, SequentialSampler(6), ONE_HOST, {},
+        ...                 settings_for(cfg, ds), lease=None, loader=None)
         >>> plan, builder = spec.plan(0, None)
         >>> executor, token, give_back = spec.executor(plan)
         >>> window = spec.window(plan, executor, token, Tally(10), None, 0).window
@@ -71,15 +75,24 @@ class PassSpec:
     sampler: Sampler | None
     hosts: Shard
     header: dict[str, Any]
-    mode: str
-    """The worker mode: "inline", "thread", "process" or "ray" ("auto" resolved)."""
+    settings: Settings
+    """What the config and the pipeline decide (the worker mode, the depth, the pools),
+    worked out once by the loader."""
     lease: Lease
     """Lends the loader's workers to a pass (never called under ``mode="inline"``)."""
     loader: Reopens
     """The loader, for ``len()`` and for pickling an iterator (public methods only)."""
-    isolated: bool = False
-    """``worker_mode="auto"`` runs user code not marked safe to share the training
-    process in worker processes only (see :func:`~stoker.shares_process`)."""
+
+    @property
+    def mode(self) -> str:
+        """The worker mode: "inline", "thread", "process" or "ray" ("auto" resolved)."""
+        return self.settings.mode
+
+    @property
+    def isolated(self) -> bool:
+        """``worker_mode="auto"`` runs user code not marked safe to share the training
+        process in worker processes only (see :func:`~stoker.shares_process`)."""
+        return self.settings.isolated
 
     def plan(
         self, epoch: int, state: dict[str, Any] | None
@@ -92,14 +105,14 @@ class PassSpec:
             self.sampler,
             self.hosts,
             self.header,
-            self.mode,
+            self.settings,
             epoch,
             state,
         )
 
     def executor(self, plan: EpochPlan) -> tuple[Executor | None, int, Callable[[], None]]:
         """Stage 5: the executor ``plan`` reads through, its token, and how to give it back."""
-        return pass_executor(plan, self.mode, self.config, self.dataset, self.lease)
+        return pass_executor(plan, self.mode, self.config, self.dataset, self.lease, self.settings)
 
     def window(
         self,
@@ -116,8 +129,8 @@ class PassSpec:
             executor,
             token,
             self.config,
+            self.settings,
             tally,
-            inline=self.mode == "inline",
             ahead=state.get("ahead", ()) if state is not None else (),
             name=f"stoker-prefetch-epoch{epoch}",
         )
@@ -143,17 +156,17 @@ def open_window(
     executor: Executor | None,
     token: int,
     cfg: LoaderConfig,
+    settings: Settings,
     tally: Tally,
     *,
-    inline: bool,
     ahead: Iterable[int] = (),
     name: str = "stoker-prefetch",
 ) -> PassWindow:
     """Stage 6 of one pass: the window of batches in flight for ``plan`` on ``executor``.
 
-    ``inline`` says the pass has no workers (its executor, if any, builds a batch
-    when asked); ``ahead`` names the batches a state saved with ``ordered=False``
-    already handed out; ``tally`` hears of every job's result.
+    ``settings`` say how far ahead, and whether the pass has workers (without, its
+    executor builds a job when asked); ``ahead`` names the batches a state saved
+    with ``ordered=False`` already handed out; ``tally`` hears of every job's result.
 
     Example:
         >>> import stoker as sk
@@ -162,31 +175,31 @@ def open_window(
         >>> from stoker._exec.make import pass_executor
         >>> from stoker._hosts import ONE_HOST
         >>> from stoker._sampling.sequential import SequentialSampler
+        >>> from stoker._settings import settings_for
         >>> cfg, ds = LoaderConfig(batch_size=2), sk.range(4)
+        >>> settings = settings_for(cfg, ds)
         >>> plan, builder = epoch_plan(
-        ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, "inline", 0, None
+        ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, settings, 0, None
         ... )
-        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, lease=None)
-        >>> opened = open_window(plan, ex, token, cfg, Tally(10), inline=True)
+        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, None, settings)
+        >>> opened = open_window(plan, ex, token, cfg, settings, Tally(10))
         >>> [opened.window.get()[0].tolist() for _ in range(2)], opened.keep_going
         ([[0, 1], [2, 3]], True)
         >>> opened.window.close(); give_back(); builder.close()
     """
-    depth = 1 if inline else cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
-    timeout = None if inline else cfg.timeout
+    inline = settings.mode == "inline"
     jobs = None
     produce: Callable[[], Item | None]
     if plan.needs_executor:
         if executor is None:
             raise RuntimeError("a plan of jobs needs an executor")
-        depth = plan.window_depth(depth)
         jobs = JobWindow(
             plan,
             tally,
             executor,
-            depth=depth,
+            depth=settings.window_depth(plan.parts),
             ordered=cfg.ordered,
-            timeout=timeout,
+            timeout=settings.timeout,
             start_state=plan.state(),
             ahead=ahead,
             token=token,
@@ -196,23 +209,11 @@ def open_window(
         produce = plan.next_item
     window: Prefetcher[Item] | JobWindow
     if inline:  # on the asking thread, or on a prefetch thread when it pays off
-        depth_ahead = inline_depth(cfg.prefetch, cfg.timeout)
-        window = Prefetcher(produce, depth_ahead, cfg.timeout, name=name, keep_going=True)
+        ahead_thread = settings.inline_prefetch
+        window = Prefetcher(produce, ahead_thread, cfg.timeout, name=name, keep_going=True)
     elif jobs is not None:
         window = jobs
     else:
         window = Prefetcher(produce, 0, None, name=name)
     tuned = jobs if plan.job_per_batch else None
     return PassWindow(window, jobs, tuned, keep_going=inline or plan.job_per_batch)
-
-
-def inline_depth(prefetch: int | None, timeout: float | None) -> int | None:
-    """Batches the inline prefetch thread builds ahead (None: decided by probing).
-
-    Example:
-        >>> inline_depth(None, None), inline_depth(None, 5.0), inline_depth(0, None)
-        (None, 2, 0)
-    """
-    if prefetch is None and timeout is not None:
-        return DEFAULT_DEPTH  # the timeout watches the prefetch thread
-    return prefetch

@@ -129,6 +129,11 @@ class Prefetcher(Generic[T]):
         return self._thread
 
     @property
+    def depth(self) -> int:
+        """Results produced ahead (0: on the caller's thread)."""
+        return self._depth or 0 if self._thread is not None else 0
+
+    @property
     def mode(self) -> str:
         """Where results are produced: "background thread" or "caller thread"."""
         if self._thread is not None:

@@ -66,10 +66,12 @@ class JobWindow:
         >>> from stoker._exec.make import make_executor, worker_spec
         >>> from stoker._hosts import ONE_HOST
         >>> from stoker._sampling.sequential import SequentialSampler
+        >>> from stoker._settings import settings_for
         >>> cfg, ds = LoaderConfig(batch_size=2, num_workers=1), sk.range(6)
+        >>> settings = settings_for(cfg, ds)
         >>> plan, builder = epoch_plan(cfg, ds, SequentialSampler(6), ONE_HOST, {},
-        ...                            "thread", 0, None)
-        >>> ex = make_executor("thread", worker_spec(cfg, ds), cfg)
+        ...                            settings, 0, None)
+        >>> ex = make_executor("thread", worker_spec(cfg, ds), cfg, settings)
         >>> w = JobWindow(plan, Tally(0), ex, depth=2, ordered=True, timeout=None,
         ...               start_state=plan.state())
         >>> [w.get()[0].tolist() for _ in range(3)], w.state()["batches"]
@@ -198,10 +200,12 @@ class JobWindow:
             >>> from stoker._exec.make import make_executor, worker_spec
             >>> from stoker._hosts import ONE_HOST
             >>> from stoker._sampling.sequential import SequentialSampler
+            >>> from stoker._settings import settings_for
             >>> cfg, ds = LoaderConfig(batch_size=1, num_workers=1), sk.range(6)
+            >>> settings = settings_for(cfg, ds)
             >>> plan, builder = epoch_plan(cfg, ds, SequentialSampler(6), ONE_HOST, {},
-            ...                            "thread", 0, None)
-            >>> ex = make_executor("thread", worker_spec(cfg, ds), cfg)
+            ...                            settings, 0, None)
+            >>> ex = make_executor("thread", worker_spec(cfg, ds), cfg, settings)
             >>> w = JobWindow(plan, Tally(0), ex, depth=1, ordered=True, timeout=None,
             ...               start_state=plan.state())
             >>> w.depth = 4; w.fill(); len(w.in_flight())

@@ -95,7 +95,7 @@ def executor_for(entry: Entry, ds: Any, **extra: Any) -> Executor:
     """The executor a loader of ``entry`` would start, made the way the loader makes it."""
     loader = loader_for(entry, ds, **extra)
     cfg = loader._config
-    return make_executor(loader._mode, worker_spec(cfg, ds), cfg)
+    return make_executor(loader._mode, worker_spec(cfg, ds), cfg, loader._settings)
 
 
 def job(seq: int, indices: list[int], token: int = 1) -> Job:

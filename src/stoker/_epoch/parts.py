@@ -50,7 +50,7 @@ class StreamParts(_Plan):
     Its jobs read a part's next batch each, on the worker that owns the part; the
     window of jobs hands their results back (:meth:`take`), and the batches come
     out from the parts in turn, or as they come back (``ordered=False``). How far
-    ahead each part reads comes with :meth:`window_depth`.
+    ahead each part reads is ``part_depth``.
     """
 
     def __init__(
@@ -66,14 +66,15 @@ class StreamParts(_Plan):
         hosts: Shard = ONE_HOST,
         dataset: object = None,
         ordered: bool = True,
+        part_depth: int = 1,
     ) -> None:
         super().__init__(header, epoch, state)
-        self._n = num_parts
+        self._n = self.parts = num_parts
         self._hosts = hosts
         self._batch_size = batch_size
         self._drop = last_batch == "drop"
         self._seed = seed
-        self._depth = 1
+        self._depth = part_depth  # reads in flight in each part
         self.ordered = ordered
         parts = None if state is None else state.get(STREAM)
         held = False  # the parts' carried states are held by their readers already
@@ -142,12 +143,6 @@ class StreamParts(_Plan):
         return Shard(self._hosts.index * self._n + part, self._hosts.count * self._n)
 
     # -- jobs -----------------------------------------------------------------------
-
-    def window_depth(self, depth: int) -> int:
-        """The jobs in flight a window of ``depth`` batches keeps: the same number
-        ahead in every part (at least one)."""
-        self._depth = max(1, -(-depth // self._n))
-        return self._depth * self._n
 
     def next_job(self, token: int) -> Job | Wait | None:
         """The next read of the first part with room for one (``WAIT``: every part that

@@ -74,7 +74,8 @@ class EpochPlan(Protocol):
 
     def wants(self, jobs: Sequence[Job]) -> Job | None: ...
 
-    def window_depth(self, depth: int) -> int: ...
+    @property
+    def parts(self) -> int: ...
 
     def next_item(self) -> Item | None: ...
 
@@ -120,9 +121,7 @@ class _Plan:
         """The job whose result this plan needs next (None: whichever finishes first)."""
         return jobs[0] if jobs else None
 
-    def window_depth(self, depth: int) -> int:
-        """The jobs to keep in flight for ``depth`` batches in flight."""
-        return depth
+    parts = 0  # the parts of a stream read in parallel (each with its reads in flight)
 
     def next_item(self) -> Item | None:
         raise NotImplementedError(f"{type(self).__name__} plans jobs: use next_job()")
