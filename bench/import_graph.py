@@ -69,7 +69,6 @@ RANKS: dict[str, int] = {
     "_exec": 8,
     # 6: the window
     "_window": 9,
-    "_prefetch": 9,
     # the loader and its iterator
     "_loader": 10,
     "_iterator": 10,

@@ -16,19 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple, Protocol
 
 from ._batching.builder import BatchBuilder
 from ._config import LoaderConfig
 from ._dataset import Dataset
 from ._epoch.choose import epoch_plan
-from ._epoch.plan import EpochPlan, Item
+from ._epoch.plan import EpochPlan
+from ._exec.ahead import AheadExecutor
 from ._exec.executor import Executor
+from ._exec.inline import InlineExecutor
 from ._exec.jobs import Tally
 from ._exec.make import Lease, pass_executor
 from ._hosts import Shard
 from ._iterdataset import IterDataset
-from ._prefetch import Prefetcher
 from ._sampling.base import Sampler
 from ._settings import Settings
 from ._window import JobWindow
@@ -63,7 +65,7 @@ class PassSpec:
         >>> spec = PassSpec(cfg, ds, SequentialSampler(6), ONE_HOST, {},
         ...                 settings_for(cfg, ds), lease=None, loader=None)
         >>> plan, builder = spec.plan(0, None)
-        >>> executor, token, give_back = spec.executor(plan)
+        >>> executor, token, give_back = spec.executor()
         >>> window = spec.window(plan, executor, token, Tally(10), None, 0).window
         >>> window.get()[0].tolist()
         [0, 1, 2]
@@ -110,14 +112,15 @@ class PassSpec:
             state,
         )
 
-    def executor(self, plan: EpochPlan) -> tuple[Executor | None, int, Callable[[], None]]:
-        """Stage 5: the executor ``plan`` reads through, its token, and how to give it back."""
-        return pass_executor(plan, self.mode, self.config, self.dataset, self.lease, self.settings)
+    def executor(self) -> tuple[Executor, int, Callable[[], None]]:
+        """Stage 5: the executor the plan's jobs run on, its token, and how to give it
+        back."""
+        return pass_executor(self.mode, self.config, self.dataset, self.lease, self.settings)
 
     def window(
         self,
         plan: EpochPlan,
-        executor: Executor | None,
+        executor: Executor,
         token: int,
         tally: Tally,
         state: dict[str, Any] | None,
@@ -139,10 +142,8 @@ class PassSpec:
 class PassWindow(NamedTuple):
     """Stage 6 of one pass, as :func:`open_window` opens it."""
 
-    window: Prefetcher[Item] | JobWindow
-    """What ``next()`` reads: ``get()`` returns (batch, state, records)."""
-    jobs: JobWindow | None
-    """The window of jobs (None for a stream read on the asking thread)."""
+    window: JobWindow
+    """The window of jobs: ``get()`` returns (batch, state, records)."""
     tuned: JobWindow | None
     """The window of jobs when every job is one batch (the tuner sets its depth)."""
     keep_going: bool
@@ -153,7 +154,7 @@ class PassWindow(NamedTuple):
 
 def open_window(
     plan: EpochPlan,
-    executor: Executor | None,
+    executor: Executor,
     token: int,
     cfg: LoaderConfig,
     settings: Settings,
@@ -181,39 +182,28 @@ def open_window(
         >>> plan, builder = epoch_plan(
         ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, settings, 0, None
         ... )
-        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, None, settings)
+        >>> ex, token, give_back = pass_executor("inline", cfg, ds, None, settings)
         >>> opened = open_window(plan, ex, token, cfg, settings, Tally(10))
         >>> [opened.window.get()[0].tolist() for _ in range(2)], opened.keep_going
         ([[0, 1], [2, 3]], True)
         >>> opened.window.close(); give_back(); builder.close()
     """
-    inline = settings.mode == "inline"
-    jobs = None
-    produce: Callable[[], Item | None]
-    if plan.needs_executor:
-        if executor is None:
-            raise RuntimeError("a plan of jobs needs an executor")
-        jobs = JobWindow(
-            plan,
-            tally,
-            executor,
-            depth=settings.window_depth(plan.parts),
-            ordered=cfg.ordered,
-            timeout=settings.timeout,
-            start_state=plan.state(),
-            ahead=ahead,
-            token=token,
-        )
-        produce = jobs.get
-    else:  # a stream read on the asking thread
-        produce = plan.next_item
-    window: Prefetcher[Item] | JobWindow
-    if inline:  # on the asking thread, or on a prefetch thread when it pays off
-        ahead_thread = settings.inline_prefetch
-        window = Prefetcher(produce, ahead_thread, cfg.timeout, name=name, keep_going=True)
-    elif jobs is not None:
-        window = jobs
-    else:
-        window = Prefetcher(produce, 0, None, name=name)
+    start_ahead = None
+    if isinstance(executor, InlineExecutor):  # a thread builds ahead when it pays off
+        start_ahead = partial(AheadExecutor, executor.runtime.run, name)
+    jobs = JobWindow(
+        plan,
+        tally,
+        executor,
+        depth=settings.window_depth(plan.parts),
+        ordered=cfg.ordered,
+        timeout=settings.timeout,
+        start_state=plan.state(),
+        ahead=ahead,
+        token=token,
+        prefetch=settings.inline_prefetch,
+        start_ahead=start_ahead,
+    )
     tuned = jobs if plan.job_per_batch else None
-    return PassWindow(window, jobs, tuned, keep_going=inline or plan.job_per_batch)
+    inline = settings.mode == "inline"
+    return PassWindow(jobs, tuned, keep_going=inline or plan.job_per_batch)

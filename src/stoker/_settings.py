@@ -72,7 +72,7 @@ class Settings:
     depth: int
     """Batches in flight on the workers (1 without workers: built when asked for)."""
     timeout: float | None
-    """How long the window waits for a batch from workers (None: no limit)."""
+    """How long the window waits for a batch built on another thread (None: no limit)."""
     inline_prefetch: int | None
     """Without workers, batches a prefetch thread builds ahead (0: none, on the
     asking thread; None: decided by probing the first batches)."""
@@ -121,7 +121,7 @@ def settings_for(cfg: LoaderConfig, dataset: Dataset[Any] | IterDataset[Any]) ->
         mode=mode,
         isolated=isolated(cfg, mode, dataset),
         depth=depth,
-        timeout=cfg.timeout if workers else None,
+        timeout=cfg.timeout,
         inline_prefetch=_inline_prefetch(cfg),
         pool_slots=(cfg.prefetch if cfg.prefetch is not None else DEFAULT_DEPTH) + _SPARE_SLOTS,
         worker_slots=depth + _SPARE_SLOTS + 1,

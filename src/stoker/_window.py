@@ -7,10 +7,23 @@ stream's parts read by workers, whose jobs hand back zero or more batches) and
 every executor: the inline one builds a job right here, on the asking thread,
 with no future in between. The timeout, Ctrl-C, ``ordered=False``, the records
 skipped and the stats are handled here, once.
+
+Without workers, a thread may build the batches ahead of the training step: the
+window then submits its jobs to a one-thread executor
+(:class:`~stoker._exec.ahead.AheadExecutor`) like to any other. With
+``ahead=None`` it decides from the first ``_PROBES`` batches, built on the asking
+thread: it times building a batch (p) and the caller's work between two ``get()``
+calls (g, the training step). A thread can hide at most min(p, g) per batch, and
+a hand-off between threads costs ~10-30 µs on an idle interpreter and ~50 µs when
+both threads run Python (they take turns on the GIL). So the thread starts, with
+``DEFAULT_DEPTH`` batches ahead, only when the median of min(p, g) is at least
+``THREAD_THRESHOLD``; otherwise batches stay on the caller's thread, where the
+hand-off would cost more than the overlap could win.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -18,16 +31,20 @@ from concurrent.futures import FIRST_COMPLETED, CancelledError, Future
 from concurrent.futures import wait as futures_wait
 from typing import Any
 
+from ._config import DEFAULT_DEPTH
 from ._deadline import remaining, timeout_error
+from ._epoch.handed import HandedOut
 from ._epoch.jobs import Wait
 from ._epoch.plan import EpochPlan, Item
 from ._exec.executor import Executor, cancel_future
 from ._exec.inline import DeferredFuture, InlineExecutor
 from ._exec.jobs import Done, Job, Tally
-from ._state import with_ahead
 from .errors import IteratorFailed
 
-__all__ = ["JobWindow"]
+__all__ = ["THREAD_THRESHOLD", "JobWindow"]
+
+THREAD_THRESHOLD = 200e-6
+_PROBES = 4
 
 
 def _stamp(stamps: dict[int, float], seq: int) -> Callable[[Future[Done]], None]:
@@ -79,7 +96,9 @@ class JobWindow:
         >>> w.close(); ex.close(); builder.close()
 
     Resources:
-        Holds futures only; :meth:`close` cancels the jobs not yet started.
+        Holds futures; with an inline executor and ``ahead`` not 0, the one-thread
+        executor ``start_ahead()`` starts when a thread pays off. :meth:`close`
+        cancels the jobs not yet started and ends that thread.
 
     Errors:
         A job's exception is re-raised by :meth:`get` (a batch of its own is then
@@ -99,6 +118,8 @@ class JobWindow:
         start_state: dict[str, Any],
         ahead: Iterable[int] = (),
         token: int = 0,
+        prefetch: int | None = 0,
+        start_ahead: Callable[[], Executor] | None = None,
     ) -> None:
         self._plan = plan
         self._tally = tally
@@ -118,12 +139,7 @@ class JobWindow:
         self._inflight: deque[tuple[Job, Future[Done]]] = deque()
         self._planned_all = False
         self._closed = False
-        # Unordered bookkeeping: batches handed out at or after the first missing one.
-        self._skip = set(ahead)
-        self._out: set[int] = set(self._skip)
-        self._low_state = start_state
-        self._states: dict[int, dict[str, Any]] = {}
-        self._low: int | None = None
+        self._handed = HandedOut(start_state, ahead)  # batches of their own, in any order
         self.wait_seconds = 0.0
         # For the stats: jobs' time from submit to finish, and the time the window was
         # full of finished batches, waiting for the consumer to take one.
@@ -137,6 +153,31 @@ class JobWindow:
         # batch may be lost; Ctrl-C while waiting for one keeps the window as it was.
         self.intact = True
         self._building: Job | None = None  # the job being built on this thread
+        # Without workers: batches a thread builds ahead (0: none; None: probe first).
+        self._prefetch = prefetch if start_ahead is not None else 0
+        self._start_ahead = start_ahead
+        self._ahead_executor: Executor | None = None
+        self._probes: list[float] = []  # min(building, the caller's work) per batch
+        self.produce_seconds = 0.0  # building batches without workers
+
+    @property
+    def mode(self) -> str:
+        """Where batches are built without workers: "background thread, n in flight",
+        "caller thread" or "caller thread (deciding)"."""
+        if self._ahead_executor is not None:
+            return f"background thread, {self.depth} in flight"
+        return "caller thread (deciding)" if self._prefetch is None else "caller thread"
+
+    @property
+    def ahead(self) -> int:
+        """Batches built ahead on a thread without workers (0: on the caller's thread)."""
+        return self.depth if self._ahead_executor is not None else 0
+
+    def stacks(self) -> str:
+        """The stacks of the threads building this window's jobs (workers or the
+        prefetch thread), for the watchdog's report."""
+        stacks = getattr(self._executor, "stacks", None)
+        return str(stacks()) if callable(stacks) else ""
 
     def in_flight(self) -> list[Job]:
         """The jobs in flight (the one being built on the calling thread included)."""
@@ -150,10 +191,7 @@ class JobWindow:
         """The state after the batches handed out so far."""
         if not self._batches:
             return self._plan.state()
-        if not self._out:
-            return self._low_state
-        ahead = sorted(s for s in self._out if self._low is None or s >= self._low)
-        return with_ahead(self._low_state, ahead)
+        return self._handed.state()
 
     def _next_job(self) -> Job | None:
         """The next job to run (None: none now), skipping the batches handed out
@@ -169,12 +207,8 @@ class JobWindow:
                 return None
             if not self._batches:
                 return job
-            if self._low is None:
-                self._low = job.seq
-            if job.seq not in self._skip:
+            if self._handed.planned(job):
                 return job
-            self._skip.discard(job.seq)
-            self._handed_out(job)
 
     def _top_up(self) -> None:
         while not self._planned_all and len(self._inflight) < self.depth:
@@ -192,45 +226,9 @@ class JobWindow:
         """Submit jobs up to ``depth`` now rather than at the next :meth:`get` (after
         the tuner raised the depth for threads about to start: each takes a job as it
         starts).
-
-        Example:
-            >>> import stoker as sk
-            >>> from stoker._config import LoaderConfig
-            >>> from stoker._epoch.choose import epoch_plan
-            >>> from stoker._exec.make import make_executor, worker_spec
-            >>> from stoker._hosts import ONE_HOST
-            >>> from stoker._sampling.sequential import SequentialSampler
-            >>> from stoker._settings import settings_for
-            >>> cfg, ds = LoaderConfig(batch_size=1, num_workers=1), sk.range(6)
-            >>> settings = settings_for(cfg, ds)
-            >>> plan, builder = epoch_plan(cfg, ds, SequentialSampler(6), ONE_HOST, {},
-            ...                            settings, 0, None)
-            >>> ex = make_executor("thread", worker_spec(cfg, ds), cfg, settings)
-            >>> w = JobWindow(plan, Tally(0), ex, depth=1, ordered=True, timeout=None,
-            ...               start_state=plan.state())
-            >>> w.depth = 4; w.fill(); len(w.in_flight())
-            4
-            >>> [int(w.get()[0][0]) for _ in range(6)], w.state()["batches"]
-            ([0, 1, 2, 3, 4, 5], 6)
-            >>> w.close(); ex.close(); builder.close()
         """
         if not self._closed and self._here is None and len(self._inflight) < self.depth:
             self._top_up()
-
-    def _handed_out(self, job: Job) -> None:
-        seq = job.seq
-        if seq == self._low and not self._out:  # in order: the usual case
-            if job.state is not None:
-                self._low_state = job.state
-            self._low = seq + 1
-            return
-        self._out.add(seq)
-        if job.state is not None:
-            self._states[seq] = job.state
-        while self._low is not None and self._low in self._out:
-            self._out.discard(self._low)
-            self._low_state = self._states.pop(self._low, self._low_state)
-            self._low += 1
 
     def _take(self, deadline: float | None) -> tuple[Job, Future[Done]]:
         """The job whose result comes next: in order (the plan's order), or the first
@@ -305,7 +303,9 @@ class JobWindow:
     def get(self) -> Item:
         """The next item; ``StopIteration`` after the last one."""
         if self._here is not None and not self._inflight:
-            return self._build_here(self._here)
+            if self._prefetch == 0 or (self._prefetch is None and not self._decide()):
+                return self._timed_here(self._here)
+            self._go_ahead(self._prefetch or DEFAULT_DEPTH)
         start = time.perf_counter()
         deadline = None if self._timeout is None else start + self._timeout
         if self._plans_ahead:  # jobs built when asked for never wait for the consumer
@@ -339,23 +339,26 @@ class JobWindow:
                     submitted = self._submitted.pop(job.seq, start)
                     self.latency_seconds += self._finished_at.pop(job.seq, start) - submitted
                 try:
-                    item = self._result(job, future.result())
+                    done = future.result()
+                    if self._ahead_executor is not None:  # built ahead on the thread
+                        self.produce_seconds += done.fetch_seconds + done.collate_seconds
+                    item = self._result(job, done)
                 except CancelledError:
                     raise IteratorFailed(
                         "the loader's workers were closed while this iterator was reading"
                     ) from None
                 except BaseException:
                     if self._batches:
-                        self._handed_out(job)  # the batch is gone; the next one may follow
+                        self._handed.hand_out(job)  # the batch is gone; the next may follow
                     del future  # the traceback keeps this frame: no cycle through the future
                     raise
                 if self._batches:
-                    self._handed_out(job)
+                    self._handed.hand_out(job)
                 if self._plans_ahead and len(self._inflight) < self.depth:
                     self._top_up()
                 if item is not None:
-                    if self._out or self._low != job.seq + 1:  # not simply the next in order
-                        return item[0], self.state(), item[2]  # (it may close a gap)
+                    if not self._handed.in_order(job):  # it may close a gap
+                        return item[0], self.state(), item[2]
                     return item
         except KeyboardInterrupt:
             if not self._waiting:
@@ -366,10 +369,39 @@ class JobWindow:
             self._returned_at = time.perf_counter()
             self.wait_seconds += self._returned_at - start
 
-    def _build_here(self, executor: InlineExecutor) -> Item:
-        """The next item, its jobs planned and built on this thread (inline executors).
+    def _decide(self) -> bool:
+        """True once the probes say a thread building ahead pays off."""
+        if len(self._probes) < _PROBES:
+            return False
+        if statistics.median(self._probes[:_PROBES]) < THREAD_THRESHOLD:
+            self._prefetch = 0
+            return False
+        return True
 
-        Untimed: the caller's own clock (the prefetcher's) counts this as its wait."""
+    def _go_ahead(self, depth: int) -> None:
+        """From now on, submit the jobs to a thread that builds ``depth`` ahead."""
+        if self._start_ahead is None:
+            raise RuntimeError("no thread to build ahead on")
+        self._ahead_executor = self._executor = self._start_ahead()
+        self._here = None
+        self._plans_ahead = True
+        self.depth = max(1, depth)
+
+    def _timed_here(self, executor: InlineExecutor) -> Item:
+        """:meth:`_build_here`, timed: the caller waits while its batch is built."""
+        start = time.perf_counter()
+        try:
+            return self._build_here(executor)
+        finally:
+            end = time.perf_counter()
+            self.produce_seconds += end - start
+            self.wait_seconds += end - start
+            if self._prefetch is None and self._returned_at is not None:
+                self._probes.append(min(end - start, start - self._returned_at))
+            self._returned_at = end
+
+    def _build_here(self, executor: InlineExecutor) -> Item:
+        """The next item, its jobs planned and built on this thread (inline executors)."""
         try:
             while True:
                 if self._closed:
@@ -393,10 +425,10 @@ class JobWindow:
                 finally:
                     self._building = None
                     if self._batches:
-                        self._handed_out(job)  # an error loses that batch; the next follows
+                        self._handed.hand_out(job)  # an error loses it; the next follows
                 if item is not None:
-                    if self._out or self._low != job.seq + 1:  # not simply the next in order
-                        return item[0], self.state(), item[2]  # (it may close a gap)
+                    if not self._handed.in_order(job):  # it may close a gap
+                        return item[0], self.state(), item[2]
                     return item
         except KeyboardInterrupt:
             self.intact = False
@@ -420,3 +452,5 @@ class JobWindow:
         for _, future in self._inflight:
             cancel_future(future)
         self._inflight.clear()
+        if self._ahead_executor is not None:
+            self._ahead_executor.close()

@@ -54,17 +54,13 @@ class EpochPlan(Protocol):
     each job carries; otherwise the window gives each finished job back to the plan
     (:meth:`take`), which hands out zero or more batches from it (:meth:`ready`: a
     filtered or packed chunk, a stream part's next records), in its own order
-    (:meth:`wants` names the job in flight whose result it needs next). A plan
-    without an executor (:attr:`needs_executor` False: a stream read in this
-    process) hands out its batches with :meth:`next_item`. :meth:`final_state`
+    (:meth:`wants` names the job in flight whose result it needs next).
+    :meth:`final_state`
     starts the next epoch once the last batch was handed out.
     """
 
     @property
     def job_per_batch(self) -> bool: ...
-
-    @property
-    def needs_executor(self) -> bool: ...
 
     def next_job(self, token: int) -> Job | Wait | None: ...
 
@@ -76,8 +72,6 @@ class EpochPlan(Protocol):
 
     @property
     def parts(self) -> int: ...
-
-    def next_item(self) -> Item | None: ...
 
     def state(self) -> dict[str, Any]: ...
 
@@ -102,14 +96,12 @@ class _Plan:
 
     # The defaults of an EpochPlan.
 
-    needs_executor = True
-
     @property
     def job_per_batch(self) -> bool:
         return False
 
     def next_job(self, token: int) -> Job | Wait | None:
-        raise NotImplementedError(f"{type(self).__name__} reads on the asking thread")
+        raise NotImplementedError(f"{type(self).__name__} plans no jobs")
 
     def take(self, job: Job, done: Done) -> int | None:
         raise NotImplementedError(f"{type(self).__name__}: every job is a batch")
@@ -122,9 +114,6 @@ class _Plan:
         return jobs[0] if jobs else None
 
     parts = 0  # the parts of a stream read in parallel (each with its reads in flight)
-
-    def next_item(self) -> Item | None:
-        raise NotImplementedError(f"{type(self).__name__} plans jobs: use next_job()")
 
     def final_keep(self) -> object:
         """What must live on after the pass for :meth:`final_state` to stay current."""

@@ -12,7 +12,6 @@ from typing import Any
 from .._batching.pool import BufferPool
 from .._config import LoaderConfig
 from .._dataset import Dataset
-from .._epoch.plan import EpochPlan
 from .._iterdataset import IterDataset
 from .._settings import Settings
 from .executor import Executor
@@ -113,47 +112,33 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig, settings: Sett
 
 
 def pass_executor(
-    plan: EpochPlan,
     mode: str,
     cfg: LoaderConfig,
     dataset: Dataset[Any] | IterDataset[Any],
     lease: Lease,
     settings: Settings,
-) -> tuple[Executor | None, int, Callable[[], None]]:
-    """Stage 5 of one pass: the executor ``plan`` reads through, the token that names
+) -> tuple[Executor, int, Callable[[], None]]:
+    """Stage 5 of one pass: the executor its plan's jobs run on, the token that names
     the pass's jobs, and how to give the executor back when the pass ends.
 
-    A plan that reads on the asking thread gets none; under ``mode="inline"`` a pass
-    gets an inline executor of its own (it builds a batch when the window asks for
-    it); otherwise ``lease()`` lends the loader's workers.
+    Under ``mode="inline"`` a pass gets an inline executor of its own (it builds a
+    job when the window asks for it); otherwise ``lease()`` lends the loader's
+    workers.
 
     Example:
         >>> import stoker as sk
         >>> from stoker._config import LoaderConfig
-        >>> from stoker._epoch.choose import epoch_plan
-        >>> from stoker._hosts import ONE_HOST
-        >>> from stoker._sampling.sequential import SequentialSampler
         >>> from stoker._settings import settings_for
         >>> cfg, ds = LoaderConfig(batch_size=2), sk.range(4)
-        >>> settings = settings_for(cfg, ds)
-        >>> plan, builder = epoch_plan(
-        ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, settings, 0, None
-        ... )
-        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, None, settings)
+        >>> ex, token, give_back = pass_executor("inline", cfg, ds, None, settings_for(cfg, ds))
         >>> ex.mode, token
         ('inline', 0)
-        >>> give_back(); builder.close()
+        >>> give_back()
     """
-    if not plan.needs_executor:
-        return None, 0, _nothing
     if mode == "inline":
         executor = make_executor("inline", worker_spec(cfg, dataset), cfg, settings)
         return executor, 0, executor.close
     return lease()
-
-
-def _nothing() -> None:
-    return None
 
 
 def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig, settings: Settings) -> bool:
