@@ -36,6 +36,7 @@ from ._deadline import remaining, timeout_error
 from ._epoch.handed import HandedOut
 from ._epoch.jobs import Wait
 from ._epoch.plan import EpochPlan, Item
+from ._exec.ahead import AheadExecutor
 from ._exec.executor import Executor, cancel_future
 from ._exec.inline import DeferredFuture, InlineExecutor
 from ._exec.jobs import Done, Job, Tally
@@ -119,7 +120,7 @@ class JobWindow:
         ahead: Iterable[int] = (),
         token: int = 0,
         prefetch: int | None = 0,
-        start_ahead: Callable[[], Executor] | None = None,
+        start_ahead: Callable[[], AheadExecutor] | None = None,
     ) -> None:
         self._plan = plan
         self._tally = tally
@@ -156,7 +157,7 @@ class JobWindow:
         # Without workers: batches a thread builds ahead (0: none; None: probe first).
         self._prefetch = prefetch if start_ahead is not None else 0
         self._start_ahead = start_ahead
-        self._ahead_executor: Executor | None = None
+        self._ahead_executor: AheadExecutor | None = None
         self._probes: list[float] = []  # min(building, the caller's work) per batch
         self.produce_seconds = 0.0  # building batches without workers
 
@@ -200,6 +201,8 @@ class JobWindow:
             job = self._plan.next_job(self._token)
             if job is None:
                 self._planned_all = True
+                if self._ahead_executor is not None:  # its thread ends after the last job
+                    self._ahead_executor.finish()
                 return None
             if isinstance(job, Wait):
                 if not self._inflight:
@@ -347,10 +350,12 @@ class JobWindow:
                     raise IteratorFailed(
                         "the loader's workers were closed while this iterator was reading"
                     ) from None
-                except BaseException:
+                except BaseException as exc:
                     if self._batches:
                         self._handed.hand_out(job)  # the batch is gone; the next may follow
-                    del future  # the traceback keeps this frame: no cycle through the future
+                        if self._plans_ahead and isinstance(exc, Exception):
+                            self._top_up()  # as after a batch (the plan's end is known)
+                    del future, exc  # the traceback keeps this frame: no cycle through the future
                     raise
                 if self._batches:
                     self._handed.hand_out(job)
@@ -383,6 +388,8 @@ class JobWindow:
         if self._start_ahead is None:
             raise RuntimeError("no thread to build ahead on")
         self._ahead_executor = self._executor = self._start_ahead()
+        if self._planned_all:
+            self._ahead_executor.finish()
         self._here = None
         self._plans_ahead = True
         self.depth = max(1, depth)

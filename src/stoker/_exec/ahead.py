@@ -38,7 +38,8 @@ class AheadExecutor(QueuedExecutor):
     Resources:
         Owns one daemon thread. :meth:`close` (idempotent) cancels the queued jobs,
         lets the running one finish and joins the thread; the window that started
-        it calls it when it is closed.
+        it calls it when it is closed. After :meth:`finish` the thread ends by
+        itself once the jobs queued are done.
 
     Errors:
         A job's exception is set on its future (``sys.exit()`` in user code becomes
@@ -50,6 +51,7 @@ class AheadExecutor(QueuedExecutor):
     def __init__(self, run: Callable[[Job], Done], name: str) -> None:
         super().__init__(1)
         self._run = run
+        self._last = False  # no job comes after those queued: the thread ends after them
         self.thread = threading.Thread(target=self._work, name=name, daemon=True)
         self.thread.start()
 
@@ -62,6 +64,8 @@ class AheadExecutor(QueuedExecutor):
             with cond:
                 taken = None
                 while not self._closed and (taken := self._next_for(0)) is None:
+                    if self._last:
+                        return
                     cond.wait()
                 if taken is None:  # closed
                     return
@@ -72,6 +76,12 @@ class AheadExecutor(QueuedExecutor):
                 batch = job.seq if job.kind == "build" else None
                 future.set_exception(contained(exc, "the prefetch thread", batch))
             del future, taken
+
+    def finish(self) -> None:
+        """No more jobs will come: the thread ends once it has run those queued."""
+        with self._cond:
+            self._last = True
+            self._cond.notify_all()
 
     def stacks(self) -> str:
         """The Python stack of the thread (for the watchdog's report)."""
