@@ -53,6 +53,8 @@ RANKS: dict[str, int] = {
     "_hosts": 1,
     "_context": 1,
     "_tuning": 1,
+    # what the config and the pipeline decide, worked out once
+    "_settings": 2,
     "_sizing": 1,
     # stage 1-4
     "_dataset": 2,
@@ -68,7 +70,6 @@ RANKS: dict[str, int] = {
     "_exec": 8,
     # 6: the window
     "_window": 9,
-    "_prefetch": 9,
     # the loader and its iterator
     "_loader": 10,
     "_iterator": 10,

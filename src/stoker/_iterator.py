@@ -5,11 +5,10 @@ each built from the :class:`~stoker._pass.PassSpec` its loader hands it: the epo
 plan (stages 2-4, ``stoker._epoch``: which records make each batch, and the state
 after it), the executor (stage 5, ``stoker._exec``: inline, thread, process or Ray,
 behind one ``Executor`` protocol) and the window of batches in flight (stage 6,
-``stoker._window``). A plan of one job per batch feeds a
-:class:`~stoker._window.JobWindow`; a plan that fills its batches itself (a stream
-read by several workers, each owning its part's cursor, or batches filled past a
-filter) keeps its own reads in flight on the same executors; an inline stream is
-read on the calling (or prefetch) thread. The iterator sees all of them through
+``stoker._window``). Every plan with an executor plans jobs into one
+:class:`~stoker._window.JobWindow` (a batch per job, chunks of records filled past
+a filter, a stream's parts read by workers); an inline stream is read on the
+calling (or prefetch) thread. The iterator sees all of them through
 the same few members: ``get()``, ``state()``, ``final_state()`` and ``close()``.
 """
 
@@ -19,24 +18,21 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
 from ._batching.builder import BatchBuilder
-from ._config import DEFAULT_DEPTH
 from ._epoch.plan import EpochPlan
 from ._exec.autotune import Autotune
 from ._exec.jobs import Job, Tally
 from ._pass import PassSpec, Reopens
-from ._prefetch import Prefetcher, is_batch_error
 from ._progress import Monitor, stats_while_alive
 from ._state import BATCHES, CARRY, ahead_of
 from ._stats import LoaderStats, available_cores
 from ._watchdog import Watchdog, describe_jobs, thread_stack, timed_out
 from ._window import JobWindow
-from .errors import IteratorFailed, LoaderTimeout
+from .errors import IteratorFailed, LoaderTimeout, StateError, WorkerCrashed
 
 __all__ = ["LoaderIterator", "StateBox"]
 
@@ -98,16 +94,16 @@ class LoaderIterator(Generic[B]):
         self._mode = spec.mode
         self._tally = Tally(spec.config.max_errors)  # what workers report
         self._plan, self._builder = spec.plan(epoch, state)  # stages 2-4
-        self._executor, self._token, release = spec.executor(self._plan)  # stage 5
-        self._window, self._jobs, self._keep_going = spec.window(
+        self._executor, self._token, release = spec.executor()  # stage 5
+        self._window, tuned, self._keep_going = spec.window(
             self._plan, self._executor, self._token, self._tally, state, epoch
         )  # stage 6
-        self._autotune = Autotune.of(self._executor, self._jobs, self._tally)  # "auto"
+        self._autotune = Autotune.of(self._executor, tuned, self._tally)  # "auto"
         self._inline_since: int | None = None  # the batch from which "auto" built inline
         self._handover = self._autotune.executor if self._autotune is not None else None
         # What is in flight, for the watchdog and LoaderTimeout: it holds the parts,
         # never the iterator (a watched iterator that is dropped is still collected).
-        self._in_flight = InFlight(self._plan, self._jobs, self._executor, box, epoch)
+        self._in_flight = InFlight(self._window, box, epoch)
         self._watchdog: Watchdog | None = None
         if spec.config.watchdog is not None:  # it looks in while next() runs, from outside
             self._watchdog = Watchdog(spec.config.watchdog, self._in_flight.describe)
@@ -122,7 +118,7 @@ class LoaderIterator(Generic[B]):
             self._watchdog,
         )
         self._box = box
-        start = self._jobs.state() if self._jobs is not None else self._plan.state()
+        start = self._window.state()
         box.state = start
         carry = start.get(CARRY)
         box.carry_len = len(carry) if isinstance(carry, list) else 0
@@ -223,14 +219,14 @@ class LoaderIterator(Generic[B]):
         plan where the workers' window left it (same batches, same states)."""
         if self._autotune is None or not self._autotune.go_inline:
             return
-        handover, old = self._handover, self._jobs
+        handover, old = self._handover, self._window
         if handover is None or old is None:  # set together with the autotune
             return
         self._autotune = None
         self._inline_since = self._batches
-        self._jobs = JobWindow(
-            partial(self._plan.next_job, self._token),
-            self._tally.finish,
+        self._window = JobWindow(
+            self._plan,
+            self._tally,
             handover.inline_executor(),
             depth=1,
             ordered=True,
@@ -239,14 +235,10 @@ class LoaderIterator(Generic[B]):
             token=self._token,
         )
         old.close()
-        self._in_flight.jobs_window = self._jobs
-        self._window = Prefetcher(
-            self._jobs.get, 0, None, name=f"stoker-prefetch-epoch{self._epoch}", keep_going=True
-        )
+        self._in_flight.window = self._window
 
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
         self._maybe_go_inline()  # after a batch that raised, too
-        self._in_flight.window = self._window
         watchdog = self._watchdog
         if watchdog is None:
             return self._window.get()
@@ -288,19 +280,18 @@ class LoaderIterator(Generic[B]):
             workers = self._handover.workers
             sized = self._handover.tuner.sizer is not None
         queue = 0.0
-        if isinstance(w, JobWindow):
+        if self._mode != "inline" and self._inline_since is None:
             wait, produce, depth = w.wait_seconds, fetch + collate, w.depth
             where = f"{workers} {self._mode} workers, {w.depth} batches in flight"
             where += "" if w.ordered else ", as they finish"
             queue = max(0.0, w.latency_seconds - tally.work_seconds - tally.transfer_seconds)
-        else:
-            inline = not w.mode.startswith("background")
+        else:  # built without workers (from the start, or since "auto" went inline)
             wait = w.wait_seconds  # production on the caller's thread included
             produce = w.produce_seconds
-            where = w.mode if workers == 0 else f"{workers} {self._mode} workers read ahead"
-            depth = 0 if inline else (cfg.prefetch or DEFAULT_DEPTH)
+            where, depth = w.mode, w.ahead
             if workers:
-                depth = cfg.prefetch or 2 * workers
+                where = f"{workers} {self._mode} workers read ahead"
+                depth = self._spec.settings.depth
         work = tally.work_seconds if workers else produce
         busy = (work or fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
         pool = getattr(self._executor, "pool", None) if self._mode == "inline" else None
@@ -371,7 +362,7 @@ class LoaderIterator(Generic[B]):
 
 def _close_all(
     pid: int,
-    window: Prefetcher[Any] | JobWindow,
+    window: JobWindow,
     builder: BatchBuilder | None,
     plan: EpochPlan,
     release: Callable[[], None],
@@ -407,27 +398,18 @@ class InFlight:
     """What one pass has in flight, in words: the jobs (batch and sample indices) and
     the stacks reading them, for the watchdog's report and for ``LoaderTimeout``.
 
-    It holds the plan, the window of jobs, the executor and the state box, never the
-    iterator, so that a watched iterator that is dropped is still collected.
+    It holds the window of jobs and the state box, never the iterator, so that a
+    watched iterator that is dropped is still collected.
     """
 
-    def __init__(
-        self,
-        plan: EpochPlan,
-        jobs: JobWindow | None,
-        executor: Any,
-        box: StateBox,
-        epoch: int,
-    ) -> None:
-        self.plan, self.jobs_window, self.executor = plan, jobs, executor
-        self.window: Prefetcher[Any] | JobWindow | None = None
+    def __init__(self, window: JobWindow, box: StateBox, epoch: int) -> None:
+        self.window = window
         self._box, self._epoch = box, epoch
 
     def jobs(self) -> str:
         """The next batch to be handed out and the jobs in flight, with their samples."""
         done = (self._box.state or {}).get(BATCHES, "?")
-        jobs = self.jobs_window.in_flight() if self.jobs_window is not None else []
-        jobs = jobs or self.plan.in_flight()
+        jobs = self.window.in_flight()
         head = f"  next to hand out: batch {done} of epoch {self._epoch}"
         return f"{head}\n{describe_jobs(jobs)}" if jobs else head
 
@@ -435,15 +417,28 @@ class InFlight:
         """:meth:`jobs` and the stacks of whoever reads them: the workers, the prefetch
         thread, or ``caller`` (the thread inside ``next()``) building the batch itself."""
         lines = [self.jobs()]
-        stacks = getattr(self.executor, "stacks", None)
-        if callable(stacks):
-            lines.append(stacks())
-        window = self.window
-        if isinstance(window, Prefetcher) and window.thread is not None:
-            lines.append(f"thread {window.thread.name}:\n{thread_stack(window.thread)}")
+        stacks = self.window.stacks()
+        if stacks:
+            lines.append(stacks)
         if caller is not None:
             lines.append(f"the thread in next():\n{thread_stack(caller)}")
         return "\n".join(lines)
+
+
+def is_batch_error(exc: BaseException) -> bool:
+    """True for an error of one batch (raised by user code: a dataset, a map, a
+    collate function), after which the next batch can still be loaded.
+
+    Ctrl-C and ``SystemExit``, a crashed worker, a closed loader and a state that
+    does not fit end the pass instead.
+
+    Example:
+        >>> is_batch_error(ValueError("bad record")), is_batch_error(KeyboardInterrupt())
+        (True, False)
+    """
+    return isinstance(exc, Exception) and not isinstance(
+        exc, WorkerCrashed | IteratorFailed | StateError
+    )
 
 
 def _restore_iterator(loader: Reopens, state: dict[str, Any]) -> LoaderIterator[Any]:

@@ -17,7 +17,6 @@ from ._config import LoaderConfig, settle_auto
 from ._dataset import Dataset
 from ._epoch.ledger import batch_indices, mixture_sources
 from ._exec.executor import Executor
-from ._exec.gil import isolated, pipeline_releases_gil
 from ._exec.lease import WorkerLease
 from ._exec.make import make_executor, worker_spec
 from ._hosts import Shard, resolve_hosts
@@ -26,6 +25,7 @@ from ._iterdataset import IterDataset
 from ._pass import PassSpec
 from ._sampling.base import Sampler
 from ._sampling.choice import loader_sampler
+from ._settings import pipeline_releases_gil, settings_for
 from ._sources.wrap import as_dataset
 from ._state import CARRY, STREAM, check_state, continued, loader_header, position_state
 from .errors import ConfigError
@@ -229,8 +229,8 @@ class DataLoader(Generic[B]):
         if self._hosts.count > 1:
             may_skip = isinstance(self._dataset, Dataset) and self._dataset.may_skip
             self._config.check_for_hosts(self._hosts.count, may_skip=may_skip)
-        self._mode = self._resolve_mode()  # the worker mode, decided once
-        self._isolated = isolated(self._config, self._mode, self._dataset)
+        self._settings = settings_for(self._config, self._dataset)  # worked out once
+        self._mode = self._settings.mode
         self._next_epoch = 0
         self._pending: dict[str, Any] | None = None
         self._box = StateBox(None)
@@ -238,21 +238,13 @@ class DataLoader(Generic[B]):
 
     # -- workers ------------------------------------------------------------------
 
-    def _resolve_mode(self) -> str:
-        """The execution mode: "inline", "thread", "process" or "ray" ("auto" decided)."""
-        cfg = self._config
-        if cfg.num_workers == 0:
-            return "inline"
-        if cfg.worker_mode != "auto":
-            return cfg.worker_mode
-        return "thread" if pipeline_releases_gil(self._dataset, cfg.collate_fn) else "process"
-
     def _lease(self) -> tuple[Executor, int, Callable[[], None]]:
         cfg, mode = self._config, self._mode
 
         def start(n: int) -> Executor:
             init_arg = cfg.worker_init_arg(self) if cfg.worker_init_arg is not None else None
-            return make_executor(mode, worker_spec(cfg, self._dataset, init_arg, n), cfg)
+            spec = worker_spec(cfg, self._dataset, init_arg, n)
+            return make_executor(mode, spec, cfg, self._settings)
 
         return self._workers.lease(start)
 
@@ -454,10 +446,9 @@ class DataLoader(Generic[B]):
             sampler=self._sampler,
             hosts=self._hosts,
             header=self._header(),
-            mode=self._mode,
+            settings=self._settings,
             lease=self._lease,
             loader=self,
-            isolated=self._isolated,
         )
 
     def state_dict(self) -> dict[str, Any]:

@@ -2,37 +2,50 @@
 
 The parent plans every job; the window keeps up to ``depth`` of them in work and
 hands their batches out in order (a reorder buffer) or as they finish. It serves
-every executor: the inline one builds a batch when the window asks for its result
-(``DeferredFuture.run``) instead of the window waiting for it.
+every plan (a batch per job; chunks of records filled past a filter or packed; a
+stream's parts read by workers, whose jobs hand back zero or more batches) and
+every executor: the inline one builds a job right here, on the asking thread,
+with no future in between. The timeout, Ctrl-C, ``ordered=False``, the records
+skipped and the stats are handled here, once.
 
-:func:`open_window` is stage 6 of one pass: a plan that plans jobs gets a
-``JobWindow``; a plan that fills its batches itself (a stream, batches filled past
-a filter) keeps its own reads in flight on the executor. Without workers, a
-:class:`~stoker._prefetch.Prefetcher` builds the batches on the asking thread, or
-ahead on a thread of its own when that pays off.
+Without workers, a thread may build the batches ahead of the training step: the
+window then submits its jobs to a one-thread executor
+(:class:`~stoker._exec.ahead.AheadExecutor`) like to any other. With
+``ahead=None`` it decides from the first ``_PROBES`` batches, built on the asking
+thread: it times building a batch (p) and the caller's work between two ``get()``
+calls (g, the training step). A thread can hide at most min(p, g) per batch, and
+a hand-off between threads costs ~10-30 µs on an idle interpreter and ~50 µs when
+both threads run Python (they take turns on the GIL). So the thread starts, with
+``DEFAULT_DEPTH`` batches ahead, only when the median of min(p, g) is at least
+``THREAD_THRESHOLD``; otherwise batches stay on the caller's thread, where the
+hand-off would cost more than the overlap could win.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future
 from concurrent.futures import wait as futures_wait
-from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
-from ._config import DEFAULT_DEPTH, LoaderConfig
+from ._config import DEFAULT_DEPTH
 from ._deadline import remaining, timeout_error
-from ._epoch.plan import EpochPlan, ReadAhead
+from ._epoch.handed import HandedOut
+from ._epoch.jobs import Wait
+from ._epoch.plan import EpochPlan, Item
+from ._exec.ahead import AheadExecutor
 from ._exec.executor import Executor, cancel_future
 from ._exec.inline import DeferredFuture, InlineExecutor
 from ._exec.jobs import Done, Job, Tally
-from ._prefetch import Item, Prefetcher
-from ._state import with_ahead
 from .errors import IteratorFailed
 
-__all__ = ["JobWindow", "PassWindow", "inline_depth", "open_window"]
+__all__ = ["THREAD_THRESHOLD", "JobWindow"]
+
+THREAD_THRESHOLD = 200e-6
+_PROBES = 4
 
 
 def _stamp(stamps: dict[int, float], seq: int) -> Callable[[Future[Done]], None]:
@@ -45,46 +58,59 @@ def _stamp(stamps: dict[int, float], seq: int) -> Callable[[Future[Done]], None]
 
 
 class JobWindow:
-    """Up to ``depth`` jobs in flight on an executor; their batches in order or as they finish.
+    """Up to ``depth`` of a plan's jobs in flight on an executor; their batches in
+    order or as they finish.
 
-    ``next_job()`` plans the next job (None: no more); ``finish(job, done)`` turns a
-    worker's result into an item, or None for a batch that turned out empty. An
-    item's state is the window's :meth:`state` once it is handed out. With
-    ``ordered=False`` a finished batch is handed out before an earlier one still in
-    work; the state then names the batches handed out ahead of the first missing
-    one (``"ahead"``), so a restore skips exactly those (in any mode). ``depth``
-    may be changed between two :meth:`get` calls; it changes only how far ahead
-    jobs are submitted, never which batches come out or the states.
+    The plan plans the jobs (``plan.next_job``: None when there are no more, ``WAIT``
+    when it has nothing to plan until a job in flight finishes). When every job is
+    one batch (``plan.job_per_batch``) the tally turns a finished job into an item
+    (None for a batch whose records were all skipped) whose state is the window's
+    :meth:`state` once it is handed out; with ``ordered=False`` a finished batch is
+    handed out before an earlier one still in work, and the state then names the
+    batches handed out ahead of the first missing one (``"ahead"``), so that a
+    restore skips exactly those (in any mode). Otherwise a finished job goes back to
+    the plan (``plan.take``), which hands out zero or more batches from it
+    (``plan.ready``) in its own order (``plan.wants`` names the job it needs next).
+    ``depth`` may be changed between two :meth:`get` calls; it changes only how far
+    ahead jobs are submitted, never which batches come out or the states.
+
+    The timeout, the wait time and the stats, Ctrl-C and the skipped records are
+    handled here, for every plan and executor.
 
     Example:
-        >>> import numpy as np, stoker as sk
-        >>> from stoker._context import Context
-        >>> from stoker._batching.pool import BufferPool
-        >>> from stoker._exec.jobs import Job, WorkerSpec
-        >>> from stoker._exec.threads import ThreadExecutor
-        >>> jobs = iter([Job(s, "build", ((Context(), np.array([s])),), "", {"b": s + 1}, 1)
-        ...              for s in range(3)])
-        >>> ex = ThreadExecutor(WorkerSpec(sk.range(3), None, 1, "raise", 0, 2, None, None),
-        ...                     BufferPool(1, 4))
-        >>> w = JobWindow(lambda: next(jobs, None), lambda j, d: (d.value, j.state, 1), ex,
-        ...               depth=2, ordered=True, timeout=None, start_state={"b": 0})
-        >>> [w.get()[0].tolist() for _ in range(3)], w.state()
-        ([[0], [1], [2]], {'b': 3})
-        >>> w.close(); ex.close()
+        >>> import stoker as sk
+        >>> from stoker._config import LoaderConfig
+        >>> from stoker._epoch.choose import epoch_plan
+        >>> from stoker._exec.make import make_executor, worker_spec
+        >>> from stoker._hosts import ONE_HOST
+        >>> from stoker._sampling.sequential import SequentialSampler
+        >>> from stoker._settings import settings_for
+        >>> cfg, ds = LoaderConfig(batch_size=2, num_workers=1), sk.range(6)
+        >>> settings = settings_for(cfg, ds)
+        >>> plan, builder = epoch_plan(cfg, ds, SequentialSampler(6), ONE_HOST, {},
+        ...                            settings, 0, None)
+        >>> ex = make_executor("thread", worker_spec(cfg, ds), cfg, settings)
+        >>> w = JobWindow(plan, Tally(0), ex, depth=2, ordered=True, timeout=None,
+        ...               start_state=plan.state())
+        >>> [w.get()[0].tolist() for _ in range(3)], w.state()["batches"]
+        ([[0, 1], [2, 3], [4, 5]], 3)
+        >>> w.close(); ex.close(); builder.close()
 
     Resources:
-        Holds futures only; :meth:`close` cancels the jobs not yet started.
+        Holds futures; with an inline executor and ``ahead`` not 0, the one-thread
+        executor ``start_ahead()`` starts when a thread pays off. :meth:`close`
+        cancels the jobs not yet started and ends that thread.
 
     Errors:
-        A job's exception is re-raised by :meth:`get`, and the next :meth:`get`
-        goes on with the next batch; :class:`~stoker.LoaderTimeout` when no batch
-        finishes within ``timeout``.
+        A job's exception is re-raised by :meth:`get` (a batch of its own is then
+        lost, and the next :meth:`get` goes on with the next batch);
+        :class:`~stoker.LoaderTimeout` when no batch finishes within ``timeout``.
     """
 
     def __init__(
         self,
-        next_job: Callable[[], Job | None],
-        finish: Callable[[Job, Done], Item | None],
+        plan: EpochPlan,
+        tally: Tally,
         executor: Executor,
         *,
         depth: int,
@@ -93,9 +119,12 @@ class JobWindow:
         start_state: dict[str, Any],
         ahead: Iterable[int] = (),
         token: int = 0,
+        prefetch: int | None = 0,
+        start_ahead: Callable[[], AheadExecutor] | None = None,
     ) -> None:
-        self._next_job = next_job
-        self._finish = finish
+        self._plan = plan
+        self._tally = tally
+        self._batches = plan.job_per_batch  # else the plan forms the batches
         self._executor = executor
         # Workers plan the next job as soon as one is handed out, to keep busy; jobs
         # built when asked for are planned when asked for, so that a change made
@@ -111,12 +140,7 @@ class JobWindow:
         self._inflight: deque[tuple[Job, Future[Done]]] = deque()
         self._planned_all = False
         self._closed = False
-        # Unordered bookkeeping: batches handed out at or after the first missing one.
-        self._skip = set(ahead)
-        self._out: set[int] = set(self._skip)
-        self._low_state = start_state
-        self._states: dict[int, dict[str, Any]] = {}
-        self._low: int | None = None
+        self._handed = HandedOut(start_state, ahead)  # batches of their own, in any order
         self.wait_seconds = 0.0
         # For the stats: jobs' time from submit to finish, and the time the window was
         # full of finished batches, waiting for the consumer to take one.
@@ -130,6 +154,31 @@ class JobWindow:
         # batch may be lost; Ctrl-C while waiting for one keeps the window as it was.
         self.intact = True
         self._building: Job | None = None  # the job being built on this thread
+        # Without workers: batches a thread builds ahead (0: none; None: probe first).
+        self._prefetch = prefetch if start_ahead is not None else 0
+        self._start_ahead = start_ahead
+        self._ahead_executor: AheadExecutor | None = None
+        self._probes: list[float] = []  # min(building, the caller's work) per batch
+        self.produce_seconds = 0.0  # building batches without workers
+
+    @property
+    def mode(self) -> str:
+        """Where batches are built without workers: "background thread, n in flight",
+        "caller thread" or "caller thread (deciding)"."""
+        if self._ahead_executor is not None:
+            return f"background thread, {self.depth} in flight"
+        return "caller thread (deciding)" if self._prefetch is None else "caller thread"
+
+    @property
+    def ahead(self) -> int:
+        """Batches built ahead on a thread without workers (0: on the caller's thread)."""
+        return self.depth if self._ahead_executor is not None else 0
+
+    def stacks(self) -> str:
+        """The stacks of the threads building this window's jobs (workers or the
+        prefetch thread), for the watchdog's report."""
+        stacks = getattr(self._executor, "stacks", None)
+        return str(stacks()) if callable(stacks) else ""
 
     def in_flight(self) -> list[Job]:
         """The jobs in flight (the one being built on the calling thread included)."""
@@ -141,23 +190,34 @@ class JobWindow:
 
     def state(self) -> dict[str, Any]:
         """The state after the batches handed out so far."""
-        if not self._out:
-            return self._low_state
-        ahead = sorted(s for s in self._out if self._low is None or s >= self._low)
-        return with_ahead(self._low_state, ahead)
+        if not self._batches:
+            return self._plan.state()
+        return self._handed.state()
+
+    def _next_job(self) -> Job | None:
+        """The next job to run (None: none now), skipping the batches handed out
+        ahead before a restore."""
+        while True:
+            job = self._plan.next_job(self._token)
+            if job is None:
+                self._planned_all = True
+                if self._ahead_executor is not None:  # its thread ends after the last job
+                    self._ahead_executor.finish()
+                return None
+            if isinstance(job, Wait):
+                if not self._inflight:
+                    raise RuntimeError("the plan waits for a job, with none in flight")
+                return None
+            if not self._batches:
+                return job
+            if self._handed.planned(job):
+                return job
 
     def _top_up(self) -> None:
         while not self._planned_all and len(self._inflight) < self.depth:
             job = self._next_job()
             if job is None:
-                self._planned_all = True
                 return
-            if self._low is None:
-                self._low = job.seq
-            if job.seq in self._skip:
-                self._skip.discard(job.seq)
-                self._handed_out(job)
-                continue
             submitted = time.perf_counter()
             future = self._executor.submit(job)
             if not isinstance(future, DeferredFuture):  # built when asked for: no latency
@@ -169,68 +229,86 @@ class JobWindow:
         """Submit jobs up to ``depth`` now rather than at the next :meth:`get` (after
         the tuner raised the depth for threads about to start: each takes a job as it
         starts).
-
-        Example:
-            >>> import numpy as np, stoker as sk
-            >>> from stoker._context import Context
-            >>> from stoker._batching.pool import BufferPool
-            >>> from stoker._exec.jobs import Job, WorkerSpec
-            >>> from stoker._exec.threads import ThreadExecutor
-            >>> jobs = iter([Job(s, "build", ((Context(), np.array([s])),), "", {"b": s + 1}, 1)
-            ...              for s in range(6)])
-            >>> ex = ThreadExecutor(WorkerSpec(sk.range(6), None, 1, "raise", 0, 2, None, None),
-            ...                     BufferPool(1, 8))
-            >>> w = JobWindow(lambda: next(jobs, None), lambda j, d: (d.value, j.state, 1), ex,
-            ...               depth=1, ordered=True, timeout=None, start_state={"b": 0})
-            >>> w.depth = 4; w.fill(); len(w.in_flight())
-            4
-            >>> [int(w.get()[0][0]) for _ in range(6)], w.state()
-            ([0, 1, 2, 3, 4, 5], {'b': 6})
-            >>> w.close(); ex.close()
         """
         if not self._closed and self._here is None and len(self._inflight) < self.depth:
             self._top_up()
 
-    def _handed_out(self, job: Job) -> None:
-        seq = job.seq
-        if seq == self._low and not self._out:  # in order: the usual case
-            if job.state is not None:
-                self._low_state = job.state
-            self._low = seq + 1
-            return
-        self._out.add(seq)
-        if job.state is not None:
-            self._states[seq] = job.state
-        while self._low is not None and self._low in self._out:
-            self._out.discard(self._low)
-            self._low_state = self._states.pop(self._low, self._low_state)
-            self._low += 1
-
     def _take(self, deadline: float | None) -> tuple[Job, Future[Done]]:
-        if self.ordered:
-            pair = self._inflight[0]
-            future = pair[1]
-            if not future.done():
-                self._wait([future], deadline)
+        """The job whose result comes next: in order (the plan's order), or the first
+        to finish of each lane's head (a batch of its own, a stream part)."""
+        if self.ordered or not self._batches:
+            pair = self._inflight[0] if self._batches else self._wanted()
+            if pair is not None:
+                future = pair[1]
                 if not future.done():
-                    raise timeout_error(self._timeout)
-            return pair
-        finished = [pair for pair in self._inflight if pair[1].done()]
+                    self._wait([future], deadline)
+                    if not future.done():
+                        raise timeout_error(self._timeout)
+                return pair
+        heads = self._heads()
+        finished = [pair for pair in heads if pair[1].done()]
         if not finished:
-            self._wait([f for _, f in self._inflight], deadline)
-            finished = [pair for pair in self._inflight if pair[1].done()]
+            self._wait([f for _, f in heads], deadline)
+            finished = [pair for pair in heads if pair[1].done()]
             if not finished:
                 raise timeout_error(self._timeout)
-        return min(finished, key=lambda p: p[0].seq)
+        return min(finished, key=lambda p: (p[0].part, p[0].seq))
+
+    def _wanted(self) -> tuple[Job, Future[Done]] | None:
+        """The job in flight whose result the plan needs next (None: any)."""
+        job = self._plan.wants([job for job, _ in self._inflight])
+        if job is None:
+            return None
+        for pair in self._inflight:
+            if pair[0] is job:
+                return pair
+        raise RuntimeError(f"the plan waits for a job not in flight: {job.where}")
+
+    def _heads(self) -> list[tuple[Job, Future[Done]]]:
+        """The first job in flight of every lane: every batch of its own is a lane,
+        every stream part one (its reads come back in order)."""
+        parts: set[int] = set()
+        heads = []
+        for pair in self._inflight:
+            part = pair[0].part
+            if part >= 0:
+                if part in parts:
+                    continue
+                parts.add(part)
+            heads.append(pair)
+        return heads
 
     def _wait(self, futures: list[Future[Done]], deadline: float | None) -> None:
         """Wait until one of ``futures`` is done or ``deadline`` passes."""
         futures_wait(futures, remaining(deadline), FIRST_COMPLETED)
 
+    def _result(self, job: Job, done: Done) -> Item | None:
+        """A finished job's batch when it is one (None: all its records skipped);
+        else the plan takes it (its batches come from ``plan.ready``)."""
+        if self._batches:
+            return self._tally.finish(job, done)
+        self._tally.count(done)  # the records skipped count in the order they are read
+        ended = self._plan.take(job, done)
+        if ended is not None:  # a stream part ended: drop the jobs still asking it for more
+            for pair in [p for p in self._inflight if p[0].part == ended]:
+                self._inflight.remove(pair)
+                self._submitted.pop(pair[0].seq, None)
+                self._finished_at.pop(pair[0].seq, None)
+                pair[1].cancel()  # nothing waits on it; a queued job is dropped unrun
+        return None
+
+    def _ready(self) -> Item | None:
+        """A batch the plan can hand out now (plans that form their batches)."""
+        if self._batches:
+            return None
+        return self._plan.ready(self._planned_all and not self._inflight)
+
     def get(self) -> Item:
         """The next item; ``StopIteration`` after the last one."""
         if self._here is not None and not self._inflight:
-            return self._build_here(self._here)
+            if self._prefetch == 0 or (self._prefetch is None and not self._decide()):
+                return self._timed_here(self._here)
+            self._go_ahead(self._prefetch or DEFAULT_DEPTH)
         start = time.perf_counter()
         deadline = None if self._timeout is None else start + self._timeout
         if self._plans_ahead:  # jobs built when asked for never wait for the consumer
@@ -239,10 +317,16 @@ class JobWindow:
             while True:
                 if self._closed:
                     raise StopIteration
+                item = self._ready()
+                if item is not None:
+                    return item
                 if len(self._inflight) < self.depth:
                     self._top_up()
                     if not self._inflight:
-                        raise StopIteration
+                        item = self._ready()
+                        if item is None:
+                            raise StopIteration
+                        return item
                 self._waiting = True
                 head = self._inflight[0]
                 if isinstance(head[1], DeferredFuture):  # built below, by asking for it
@@ -259,21 +343,27 @@ class JobWindow:
                     self.latency_seconds += self._finished_at.pop(job.seq, start) - submitted
                 try:
                     done = future.result()
-                    item = self._finish(job, done)
+                    if self._ahead_executor is not None:  # built ahead on the thread
+                        self.produce_seconds += done.fetch_seconds + done.collate_seconds
+                    item = self._result(job, done)
                 except CancelledError:
                     raise IteratorFailed(
                         "the loader's workers were closed while this iterator was reading"
                     ) from None
-                except BaseException:
-                    self._handed_out(job)  # the batch is gone; the next one may follow
-                    del future  # the traceback keeps this frame: no cycle through the future
+                except BaseException as exc:
+                    if self._batches:
+                        self._handed.hand_out(job)  # the batch is gone; the next may follow
+                        if self._plans_ahead and isinstance(exc, Exception):
+                            self._top_up()  # as after a batch (the plan's end is known)
+                    del future, exc  # the traceback keeps this frame: no cycle through the future
                     raise
-                self._handed_out(job)
+                if self._batches:
+                    self._handed.hand_out(job)
                 if self._plans_ahead and len(self._inflight) < self.depth:
                     self._top_up()
                 if item is not None:
-                    if self._out or self._low != job.seq + 1:  # not simply the next in order
-                        return item[0], self.state(), item[2]  # (it may close a gap)
+                    if not self._handed.in_order(job):  # it may close a gap
+                        return item[0], self.state(), item[2]
                     return item
         except KeyboardInterrupt:
             if not self._waiting:
@@ -284,13 +374,49 @@ class JobWindow:
             self._returned_at = time.perf_counter()
             self.wait_seconds += self._returned_at - start
 
-    def _build_here(self, executor: InlineExecutor) -> Item:
-        """The next item, its job planned and built on this thread (inline executors).
+    def _decide(self) -> bool:
+        """True once the probes say a thread building ahead pays off."""
+        if len(self._probes) < _PROBES:
+            return False
+        if statistics.median(self._probes[:_PROBES]) < THREAD_THRESHOLD:
+            self._prefetch = 0
+            return False
+        return True
 
-        Untimed: the caller's own clock (the prefetcher's) counts this as its wait."""
+    def _go_ahead(self, depth: int) -> None:
+        """From now on, submit the jobs to a thread that builds ``depth`` ahead."""
+        if self._start_ahead is None:
+            raise RuntimeError("no thread to build ahead on")
+        self._ahead_executor = self._executor = self._start_ahead()
+        if self._planned_all:
+            self._ahead_executor.finish()
+        self._here = None
+        self._plans_ahead = True
+        self.depth = max(1, depth)
+
+    def _timed_here(self, executor: InlineExecutor) -> Item:
+        """:meth:`_build_here`, timed: the caller waits while its batch is built."""
+        start = time.perf_counter()
+        try:
+            return self._build_here(executor)
+        finally:
+            end = time.perf_counter()
+            self.produce_seconds += end - start
+            self.wait_seconds += end - start
+            if self._prefetch is None and self._returned_at is not None:
+                self._probes.append(min(end - start, start - self._returned_at))
+            self._returned_at = end
+
+    def _build_here(self, executor: InlineExecutor) -> Item:
+        """The next item, its jobs planned and built on this thread (inline executors)."""
         try:
             while True:
-                if self._closed or self._planned_all:
+                if self._closed:
+                    raise StopIteration
+                item = self._ready()
+                if item is not None:
+                    return item
+                if self._planned_all:
                     raise StopIteration
                 if executor.closed:
                     raise IteratorFailed(
@@ -298,23 +424,18 @@ class JobWindow:
                     )
                 job = self._next_job()
                 if job is None:
-                    self._planned_all = True
-                    raise StopIteration
-                if self._low is None:
-                    self._low = job.seq
-                if job.seq in self._skip:
-                    self._skip.discard(job.seq)
-                    self._handed_out(job)
-                    continue
+                    continue  # no more: the plan's last batches, then the end
+
                 self._building = job
                 try:
-                    item = self._finish(job, executor.runtime.run(job))
+                    item = self._result(job, executor.runtime.run(job))
                 finally:
                     self._building = None
-                    self._handed_out(job)  # an error loses that batch; the next one follows
+                    if self._batches:
+                        self._handed.hand_out(job)  # an error loses it; the next follows
                 if item is not None:
-                    if self._out or self._low != job.seq + 1:  # not simply the next in order
-                        return item[0], self.state(), item[2]  # (it may close a gap)
+                    if not self._handed.in_order(job):  # it may close a gap
+                        return item[0], self.state(), item[2]
                     return item
         except KeyboardInterrupt:
             self.intact = False
@@ -338,95 +459,5 @@ class JobWindow:
         for _, future in self._inflight:
             cancel_future(future)
         self._inflight.clear()
-
-
-class PassWindow(NamedTuple):
-    """Stage 6 of one pass, as :func:`open_window` opens it."""
-
-    window: Prefetcher[Item] | JobWindow
-    """What ``next()`` reads: ``get()`` returns (batch, state, records)."""
-    jobs: JobWindow | None
-    """The window of jobs, when the plan plans one job per batch (the tuner sets its depth)."""
-    keep_going: bool
-    """After an error of one batch, the next ``get()`` goes on with the next batch
-    (False where reads run ahead across batches on workers: a stream's parts, batches
-    filled past a filter)."""
-
-
-def open_window(
-    plan: EpochPlan,
-    executor: Executor | None,
-    token: int,
-    cfg: LoaderConfig,
-    tally: Tally,
-    *,
-    inline: bool,
-    ahead: Iterable[int] = (),
-    name: str = "stoker-prefetch",
-) -> PassWindow:
-    """Stage 6 of one pass: the window of batches in flight for ``plan`` on ``executor``.
-
-    ``inline`` says the pass has no workers (its executor, if any, builds a batch
-    when asked); ``ahead`` names the batches a state saved with ``ordered=False``
-    already handed out; ``tally`` hears of every job's result.
-
-    Example:
-        >>> import stoker as sk
-        >>> from stoker._config import LoaderConfig
-        >>> from stoker._epoch.choose import epoch_plan
-        >>> from stoker._exec.make import pass_executor
-        >>> from stoker._hosts import ONE_HOST
-        >>> from stoker._sampling.sequential import SequentialSampler
-        >>> cfg, ds = LoaderConfig(batch_size=2), sk.range(4)
-        >>> plan, builder = epoch_plan(
-        ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, "inline", 0, None
-        ... )
-        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, lease=None)
-        >>> opened = open_window(plan, ex, token, cfg, Tally(10), inline=True)
-        >>> [opened.window.get()[0].tolist() for _ in range(2)], opened.keep_going
-        ([[0, 1], [2, 3]], True)
-        >>> opened.window.close(); give_back(); builder.close()
-    """
-    depth = 1 if inline else cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
-    timeout = None if inline else cfg.timeout
-    jobs = None
-    produce: Callable[[], Item | None]
-    if plan.plans_jobs:
-        if executor is None:
-            raise RuntimeError("a plan of jobs needs an executor")
-        jobs = JobWindow(
-            partial(plan.next_job, token),
-            tally.finish,
-            executor,
-            depth=depth,
-            ordered=cfg.ordered,
-            timeout=timeout,
-            start_state=plan.state(),
-            ahead=ahead,
-            token=token,
-        )
-        produce = jobs.get
-    else:  # the plan keeps its own reads in flight on the executor
-        plan.read_with(executor, ReadAhead(depth, cfg.ordered, timeout, token, tally.count))
-        produce = plan.next_item
-    window: Prefetcher[Item] | JobWindow
-    if inline:  # on the asking thread, or on a prefetch thread when it pays off
-        depth_ahead = inline_depth(cfg.prefetch, cfg.timeout)
-        window = Prefetcher(produce, depth_ahead, cfg.timeout, name=name, keep_going=True)
-    elif jobs is not None:
-        window = jobs
-    else:
-        window = Prefetcher(produce, 0, None, name=name)
-    return PassWindow(window, jobs, keep_going=inline or jobs is not None)
-
-
-def inline_depth(prefetch: int | None, timeout: float | None) -> int | None:
-    """Batches the inline prefetch thread builds ahead (None: decided by probing).
-
-    Example:
-        >>> inline_depth(None, None), inline_depth(None, 5.0), inline_depth(0, None)
-        (None, 2, 0)
-    """
-    if prefetch is None and timeout is not None:
-        return DEFAULT_DEPTH  # the timeout watches the prefetch thread
-    return prefetch
+        if self._ahead_executor is not None:
+            self._ahead_executor.close()

@@ -76,7 +76,7 @@ def executor_for(entry: Entry, ds: Any, **extra: Any) -> Executor:
     """The executor a loader of ``entry`` would start, made the way the loader makes it."""
     loader = loader_for(entry, ds, **extra)
     cfg = loader._config
-    return make_executor(loader._mode, worker_spec(cfg, ds), cfg)
+    return make_executor(loader._mode, worker_spec(cfg, ds), cfg, loader._settings)
 
 
 def job(seq: int, indices: list[int], token: int = 1) -> Job:
@@ -124,7 +124,7 @@ def test_the_window_depth_may_change_between_batches(entry: Entry) -> None:
     expected = inline_reference(1)
     with loader_for(entry, prefetch=0 if entry.num_workers == 0 else None) as loader:
         it = iter(loader)
-        window = it._jobs  # what a tuner of the depth holds
+        window = it._window  # what a tuner of the depth holds
         assert window is not None
         got, states = [], []
         for depth in itertools.cycle([1, 5, 2, 8, 1, 3]):

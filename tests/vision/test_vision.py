@@ -237,7 +237,7 @@ def test_step_ops_same_batches_in_every_worker_mode(mode):
 
 
 def test_ops_pickle_and_are_marked_for_threads():
-    from stoker._exec.gil import pipeline_releases_gil
+    from stoker._settings import pipeline_releases_gil
 
     for op in (sk.vision.decode, sk.vision.hflip(), sk.vision.train_transform(8)):
         assert pickle.loads(pickle.dumps(op)).__class__ is op.__class__

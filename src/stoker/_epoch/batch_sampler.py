@@ -107,7 +107,7 @@ class BatchSamplerPlan(_Plan):
         return None
 
     @property
-    def plans_jobs(self) -> bool:
+    def job_per_batch(self) -> bool:
         """Every batch is a job of its own."""
         return True
 

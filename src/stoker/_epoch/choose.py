@@ -14,11 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from .._batching.builder import BatchBuilder
-from .._config import DEFAULT_DEPTH, LoaderConfig
+from .._config import LoaderConfig
 from .._dataset import Dataset
 from .._hosts import Shard
 from .._iterdataset import IterDataset
 from .._sampling.base import Sampler
+from .._settings import Settings
 from .batch_sampler import BatchSamplerPlan
 from .parts import StreamParts
 from .plan import EpochPlan, MapPlan
@@ -33,25 +34,28 @@ def epoch_plan(
     sampler: Sampler | None,
     hosts: Shard,
     header: dict[str, Any],
-    mode: str,
+    settings: Settings,
     epoch: int,
     state: dict[str, Any] | None,
 ) -> tuple[EpochPlan, BatchBuilder | None]:
     """The plan of one epoch (stages 2-4: which records make each batch, and the state
     after it) and the batch builder it fills (None when workers collate: a stream
     split across workers), for a map-style dataset or a stream read in worker
-    ``mode`` (resolved: "inline", "thread", "process" or "ray").
+    ``settings.mode`` (resolved: "inline", "thread", "process" or "ray"); its
+    buffer pools and reads ahead sized by ``settings``.
 
     Example:
         >>> import stoker as sk
         >>> from stoker._config import LoaderConfig
         >>> from stoker._hosts import ONE_HOST
         >>> from stoker._sampling.sequential import SequentialSampler
+        >>> from stoker._settings import settings_for
         >>> from stoker._state import loader_header
         >>> cfg = LoaderConfig(batch_size=2)
         >>> plan, builder = epoch_plan(cfg, sk.range(4), SequentialSampler(4), ONE_HOST,
-        ...                            loader_header(cfg, 4, ONE_HOST), "inline", 0, None)
-        >>> type(plan).__name__, plan.plans_jobs, plan.next_job(0).parts[0][1].tolist()
+        ...                            loader_header(cfg, 4, ONE_HOST),
+        ...                            settings_for(cfg, sk.range(4)), 0, None)
+        >>> type(plan).__name__, plan.job_per_batch, plan.next_job(0).parts[0][1].tolist()
         ('MapPlan', True, [0, 1])
         >>> builder.close()
     """
@@ -63,22 +67,23 @@ def epoch_plan(
         "state": state,
         "hosts": hosts,
     }
-    if isinstance(ds, IterDataset) and mode != "inline":  # each worker reads its own part
+    if isinstance(ds, IterDataset) and settings.mode != "inline":  # each worker reads its own part
         return StreamParts(
             num_parts=cfg.num_workers,
             batch_size=cfg.batch_size,
             last_batch=cfg.last_batch,
             dataset=ds,
+            ordered=cfg.ordered,
+            part_depth=settings.part_depth(cfg.num_workers),
             **where,
         ), None
     builder = None
     if isinstance(ds, Dataset) or cfg.batch_size is not None:
-        pool_slots = (cfg.prefetch if cfg.prefetch is not None else DEFAULT_DEPTH) + 3
         builder = BatchBuilder(
             ds if isinstance(ds, Dataset) else None,
             cfg.collate_fn,
             cfg.batch_size or 1,
-            pool_slots=pool_slots,
+            pool_slots=settings.pool_slots,
             on_error=cfg.on_error,
         )
     if isinstance(ds, IterDataset):

@@ -4,11 +4,14 @@ The parent process owns order and state; a job only says which records to read.
 ``build`` jobs make one batch from (context, indices) parts; ``records`` jobs read
 the records of one chunk for a plan that fills batches itself (filters, skipping);
 ``stream`` jobs read the next batch of one part of a stream, on the worker that
-owns that part. The plans write jobs; executors (``stoker._exec``) run them.
+owns that part; a ``local`` job reads the next batch of a stream read in this
+process (its ``read`` holds the stream's cursor: it never crosses to a process).
+The plans write jobs; executors (``stoker._exec``) run them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -18,12 +21,26 @@ import numpy as np
 from .._context import SKIP, Context
 from .._stats import SourceReads
 
-__all__ = ["EMPTY", "Done", "Job", "Submits"]
+__all__ = ["EMPTY", "WAIT", "Done", "Job", "Submits", "Wait"]
 
-JobKind = Literal["build", "records", "stream"]
+JobKind = Literal["build", "records", "stream", "local"]
 
 EMPTY: Any = SKIP
 """The result of a ``build`` job whose records were all skipped."""
+
+
+class Wait:
+    """What a plan's ``next_job`` returns when it has nothing to plan until a job in
+    flight finishes (a stream part whose next read waits for its last one)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "WAIT"
+
+
+WAIT = Wait()
+"""The one :class:`Wait`."""
 
 
 @dataclass(slots=True, eq=False)
@@ -44,6 +61,7 @@ class Job:
     token: int = 0
     part: int = -1  # stream jobs: the part (and the worker that owns it)
     open_state: dict[str, Any] | None = None  # stream jobs: where the part starts
+    read: Callable[[], Done] | None = None  # local jobs: reads in this process
 
     def samples(self) -> list[int]:
         """The sample indices the job reads (none for a stream job: its part's cursor

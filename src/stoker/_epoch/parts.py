@@ -18,17 +18,13 @@ resumes under another ``num_workers`` or host count by dealing its shards anew.
 
 from __future__ import annotations
 
-import time
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future
-from concurrent.futures import wait as futures_wait
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .._context import Context
-from .._deadline import remaining, timeout_error
 from .._elastic import (
     elastic_dataset,
     elastic_state,
@@ -39,8 +35,8 @@ from .._elastic import (
 from .._hosts import ONE_HOST, Shard
 from .._iterdataset import IterDataset
 from .._state import ENDED, HELD, NEXT, NEXT_PASS, PARTS, STATES, STREAM, parts_state
-from .jobs import EMPTY, Done, Job, Submits
-from .plan import Item, ReadAhead, _Plan
+from .jobs import EMPTY, WAIT, Done, Job, Wait
+from .plan import Item, _Plan
 
 __all__ = ["StreamParts"]
 
@@ -49,9 +45,12 @@ _NO_INDICES = np.empty(0, dtype=np.int64)
 
 
 class StreamParts(_Plan):
-    """Batches of a stream split across the workers of an executor (a plan and its window).
+    """Batches of a stream split across the workers of an executor.
 
-    The executor, and how far ahead to read, come with :meth:`read_with`.
+    Its jobs read a part's next batch each, on the worker that owns the part; the
+    window of jobs hands their results back (:meth:`take`), and the batches come
+    out from the parts in turn, or as they come back (``ordered=False``). How far
+    ahead each part reads is ``part_depth``.
     """
 
     def __init__(
@@ -66,19 +65,17 @@ class StreamParts(_Plan):
         state: dict[str, Any] | None,
         hosts: Shard = ONE_HOST,
         dataset: object = None,
+        ordered: bool = True,
+        part_depth: int = 1,
     ) -> None:
         super().__init__(header, epoch, state)
-        self._executor: Submits | None = None
-        self._n = num_parts
+        self._n = self.parts = num_parts
         self._hosts = hosts
         self._batch_size = batch_size
         self._drop = last_batch == "drop"
         self._seed = seed
-        self._depth = 1
-        self.ordered = True
-        self._timeout: float | None = None
-        self._token = 0
-        self._on_done: Callable[[Done], None] = _ignore
+        self._depth = part_depth  # reads in flight in each part
+        self.ordered = ordered
         parts = None if state is None else state.get(STREAM)
         held = False  # the parts' carried states are held by their readers already
         if isinstance(parts, dict) and NEXT_PASS in parts:  # carried from the last pass
@@ -94,12 +91,13 @@ class StreamParts(_Plan):
         # the one restored (or carried, and held by its reader) from the last pass.
         self._opened = [None] * num_parts if held else list(self._states)
         self._ends: list[dict[str, Any] | None] = [None] * num_parts  # states after the end
-        self._inflight: list[deque[tuple[Job, Future[Done]]]] = [deque() for _ in range(num_parts)]
-        self._unbatched: list[deque[tuple[Any, dict[str, Any]]]] = [
+        self._reads = [0] * num_parts  # reads in flight, per part
+        # Per part, what came back and is not handed out yet: (batch, state after it or
+        # None for the part's last one, records); unbatched, one record each.
+        self._held: list[deque[tuple[Any, dict[str, Any] | None, int]]] = [
             deque() for _ in range(num_parts)
         ]
         self._seq = 0
-        self.wait_seconds = 0.0
 
     def _restore(self, parts: Any) -> tuple[list[dict[str, Any] | None], int, list[bool]]:
         n = self._n
@@ -112,20 +110,9 @@ class StreamParts(_Plan):
             raise worker_count_error(saved, n, self._dataset)
         return list(parts[STATES]), int(parts[NEXT]), [bool(e) for e in parts[ENDED]]
 
-    def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
-        """Read the parts on ``executor``'s workers, ``read.depth`` batches ahead in all."""
-        if executor is None:
-            raise RuntimeError("a stream split across workers reads through an executor")
-        self._executor = executor
-        self._depth = max(1, -(-read.depth // self._n))
-        self.ordered = read.ordered
-        self._timeout = read.timeout
-        self._token = read.token
-        self._on_done = read.on_done
-
     def state(self) -> dict[str, Any]:
         # A part has ended for the state only once its last record is handed out.
-        ended = [e and not q for e, q in zip(self._ended, self._unbatched, strict=True)]
+        ended = [e and not q for e, q in zip(self._ended, self._held, strict=True)]
         if self._elastic is not None:
             elastic = elastic_state(self._hosts, self._states, self._next, ended)
             return self._state(stream=elastic)
@@ -157,119 +144,92 @@ class StreamParts(_Plan):
 
     # -- jobs -----------------------------------------------------------------------
 
-    def _top_up(self, part: int) -> None:
-        executor = self._executor
-        if executor is None:
-            raise RuntimeError("StreamParts reads through read_with()'s executor")
-        queue = self._inflight[part]
+    def next_job(self, token: int) -> Job | Wait | None:
+        """The next read of the first part with room for one (``WAIT``: every part that
+        has records left has its reads in flight; None: every part ended)."""
         count = self._batch_size or _UNBATCHED_CHUNK
-        while not self._ended[part] and len(queue) < self._depth:
+        for part in range(self._n):
+            if self._ended[part] or self._reads[part] >= self._depth:
+                continue
             # Host h's worker k reads part h * n + k of the hosts' n * count parts.
             ctx = Context(self._seed, self._epoch, shard=self._whole(part))
             self._seq += 1
-            job = Job(
+            self._reads[part] += 1
+            return Job(
                 self._seq,
                 "stream",
                 ((ctx, _NO_INDICES),),
                 f"part {part} of {self._n} of the stream in epoch {self._epoch}",
                 count=count,
-                token=self._token,
+                token=token,
                 part=part,
                 open_state=self._opened[part],
             )
-            queue.append((job, executor.submit(job)))
+        return None if all(self._ended) else WAIT
 
-    def _ready_part(self, deadline: float | None) -> int:
-        """The part whose batch is handed out next (waiting for it when ordered)."""
-        live = [k for k in range(self._n) if not self._ended[k] or self._unbatched[k]]
+    def _part(self) -> int | None:
+        """The part whose batch comes next in order (None: every part is done)."""
+        if all(e and not q for e, q in zip(self._ended, self._held, strict=True)):
+            return None
+        while self._ended[self._next] and not self._held[self._next]:
+            self._next = (self._next + 1) % self._n
+        return self._next
+
+    def wants(self, jobs: Sequence[Job]) -> Job | None:
+        """In order, the next read of the part whose turn it is; else any part's."""
+        if not self.ordered:
+            return None
+        part = self._part()
+        return next((job for job in jobs if job.part == part), None)
+
+    def ready(self, ended: bool) -> Item | None:
+        """The next batch held: the next part's in order, else the first part's."""
         if self.ordered:
-            while self._ended[self._next] and not self._unbatched[self._next]:
-                self._next = (self._next + 1) % self._n
-            part = self._next
-            if not self._unbatched[part]:
-                future = self._inflight[part][0][1]
-                futures_wait([future], remaining(deadline))
-                if not future.done():
-                    raise timeout_error(self._timeout)
-            return part
-        for part in live:
-            if self._unbatched[part] or self._inflight[part][0][1].done():
-                return part
-        heads = [self._inflight[k][0][1] for k in live]
-        futures_wait(heads, remaining(deadline), FIRST_COMPLETED)
-        for part in live:
-            if self._inflight[part][0][1].done():
-                return part
-        raise timeout_error(self._timeout)
-
-    def next_item(self) -> Item | None:
-        start = time.perf_counter()
-        deadline = None if self._timeout is None else start + self._timeout
-        try:
-            return self._next_item(deadline)
-        finally:
-            self.wait_seconds += time.perf_counter() - start
-
-    def _next_item(self, deadline: float | None) -> Item | None:
-        while True:
-            for part in range(self._n):
-                self._top_up(part)
-            if all(self._ended[k] and not self._unbatched[k] for k in range(self._n)):
+            part = self._part()
+            if part is None:
                 self._done = True
                 return None
-            part = self._ready_part(deadline)
-            if self._unbatched[part]:
-                record, state = self._unbatched[part].popleft()
-                return self._hand_out(part, record, state, 1)
-            _, future = self._inflight[part].popleft()
-            done = future.result()
-            self._on_done(done)
-            if self._batch_size is None:
-                records: list[Any] = done.value
-                states = done.states or []
-                if len(states) > len(records):  # the part ended: its state after the end
-                    self._ends[part] = states.pop()
-                if len(records) < _UNBATCHED_CHUNK:
-                    self._end(part)
-                self._unbatched[part].extend(zip(records, states, strict=True))
-                continue
-            count = done.count
-            if done.value is EMPTY or count < self._batch_size:
-                self._end(part)
-                if done.states:
-                    self._ends[part] = done.states[-1]  # taken after the part ended
-                if done.value is EMPTY or self._drop:
-                    if done.states:
-                        self._states[part] = done.states[-1]
-                    continue
-            if done.states:
-                return self._hand_out(part, done.value, done.states[-1], count)
-            return self._hand_out(part, done.value, self._states[part], count)
-
-    def _hand_out(self, part: int, value: Any, state: dict[str, Any] | None, count: int) -> Item:
-        self._states[part] = state
+            if not self._held[part]:
+                return None
+        else:
+            part = next((k for k in range(self._n) if self._held[k]), None)
+            if part is None:
+                if all(self._ended):
+                    self._done = True
+                return None
+        value, state, count = self._held[part].popleft()
+        self._states[part] = state if state is not None else self._states[part]
         self._next = (part + 1) % self._n
         self._batches += 1
         return value, self.state(), count
 
-    def _end(self, part: int) -> None:
-        """Part ``part`` has no more records: drop the jobs still asking it for some."""
+    def take(self, job: Job, done: Done) -> int | None:
+        """Keep a part's read (its batch, or unbatched its records); the part, when it
+        ended (its reads still in flight are dropped)."""
+        part = job.part
+        self._reads[part] -= 1
+        if self._batch_size is None:
+            records: list[Any] = done.value
+            states = done.states or []
+            if len(states) > len(records):  # the part ended: its state after the end
+                self._ends[part] = states.pop()
+            self._held[part].extend((r, s, 1) for r, s in zip(records, states, strict=True))
+            return self._end(part) if len(records) < _UNBATCHED_CHUNK else None
+        count = done.count
+        if done.value is not EMPTY and count == self._batch_size:
+            self._held[part].append((done.value, done.states[-1] if done.states else None, count))
+            return None
+        if done.states:
+            self._ends[part] = done.states[-1]  # taken after the part ended
+        if done.value is EMPTY or self._drop:
+            if done.states:
+                self._states[part] = done.states[-1]
+        else:
+            self._held[part].append((done.value, done.states[-1] if done.states else None, count))
+        return self._end(part)
+
+    def _end(self, part: int) -> int:
+        """Part ``part`` has no more records."""
         self._ended[part] = True
-        for _, future in self._inflight[part]:
-            future.cancel()
-        self._inflight[part].clear()
-
-    def in_flight(self) -> list[Job]:
-        return [queue[0][0] for queue in self._inflight if queue]
-
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.cancel(self._token)
-        for queue in self._inflight:
-            for _, future in queue:
-                future.cancel()
-            queue.clear()
-
-
-def _ignore(done: Done) -> None:
-    return None
+        self._reads[part] = 0
+        return part

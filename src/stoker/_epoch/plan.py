@@ -1,12 +1,14 @@
 """Epoch plans: which records make each batch, and the state after each batch.
 
-A plan is the producer side of an iterator. ``next_item()`` returns the next
+A plan is the producer side of an iterator: it plans the jobs that the window of
+jobs in flight (``stoker._window``) runs on an executor, and hands out each
 ``(batch, state, records)``: the batch, the JSON state that resumes right after it,
-and how many records it holds; None at the end of the epoch, after which
-``final_state()`` is the state that starts the next epoch.
+and how many records it holds. After the last one, ``final_state()`` is the state
+that starts the next epoch.
 
 Map-style datasets follow a sampler. Without a filter every batch is a fixed run of
-sampler positions; with one, a batch is filled with the next records that pass (with
+sampler positions; with one, chunks of records are read as jobs and a batch is filled with the next
+records that pass (with
 ``pack``, rows are packed from the next records until one fits in none: a ``Filler``
 decides), and the state after a batch is the sampler position just after its last
 record, so the records read ahead are read again after a restore, never lost or
@@ -24,73 +26,58 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from .._batching.builder import BatchBuilder
 from .._context import Context
-from .._deadline import timeout_error
 from .._hosts import ONE_HOST, Shard, host_slice
 from .._sampling.base import Sampler, SamplerCursor
 from .._state import BATCHES, CARRY, EPOCH, SAMPLER, position_state
-from ..errors import LoaderTimeout, StateError
+from ..errors import StateError
 from .fill import Filler, Records, Run
-from .jobs import Done, Job, Submits
+from .jobs import Done, Job, Wait
 
-__all__ = ["ChunkReader", "EpochPlan", "Item", "MapPlan", "ReadAhead"]
+__all__ = ["EpochPlan", "Item", "MapPlan"]
 
 Item = tuple[Any, dict[str, Any], int]
 
 
-@dataclass(frozen=True, slots=True)
-class ReadAhead:
-    """How a plan that reads through an executor reads ahead: ``depth`` reads in
-    flight, in order or as they finish, ``timeout`` seconds for each (None: no
-    limit), its jobs named by ``token``, and ``on_done`` told of each result (the
-    timings and the records skipped)."""
-
-    depth: int
-    ordered: bool
-    timeout: float | None
-    token: int
-    on_done: Callable[[Done], None]
-
-
 class EpochPlan(Protocol):
-    """What the iterator asks of every plan of an epoch (stages 2-4).
+    """What the iterator and the window of jobs ask of every plan of an epoch (stages 2-4).
 
-    A plan of one job per batch (:attr:`plans_jobs`) feeds a window of jobs through
-    :meth:`next_job`; any other plan reads through the executor :meth:`read_with`
-    gives it (None: on the asking thread) and hands out (batch, state, records)
-    from :meth:`next_item`. :meth:`final_state` starts the next epoch once the last
-    batch was handed out; :meth:`in_flight` names the reads it keeps in flight (for
-    the watchdog and ``LoaderTimeout``); :meth:`close` drops them.
+    A plan only plans jobs (:meth:`next_job`; ``WAIT`` when nothing can be planned
+    until a job in flight finishes). When every job is one batch
+    (:attr:`job_per_batch`) the window hands the batches out itself, with the state
+    each job carries; otherwise the window gives each finished job back to the plan
+    (:meth:`take`), which hands out zero or more batches from it (:meth:`ready`: a
+    filtered or packed chunk, a stream part's next records), in its own order
+    (:meth:`wants` names the job in flight whose result it needs next).
+    :meth:`final_state`
+    starts the next epoch once the last batch was handed out.
     """
 
     @property
-    def plans_jobs(self) -> bool: ...
+    def job_per_batch(self) -> bool: ...
+
+    def next_job(self, token: int) -> Job | Wait | None: ...
+
+    def take(self, job: Job, done: Done) -> int | None: ...
+
+    def ready(self, ended: bool) -> Item | None: ...
+
+    def wants(self, jobs: Sequence[Job]) -> Job | None: ...
 
     @property
-    def needs_executor(self) -> bool: ...
-
-    def next_job(self, token: int) -> Job | None: ...
-
-    def read_with(self, executor: Submits | None, read: ReadAhead) -> None: ...
-
-    def next_item(self) -> Item | None: ...
+    def parts(self) -> int: ...
 
     def state(self) -> dict[str, Any]: ...
 
     def final_state(self) -> dict[str, Any]: ...
 
     def final_keep(self) -> object: ...
-
-    def in_flight(self) -> list[Job]: ...
 
     def close(self) -> None: ...
 
@@ -107,25 +94,26 @@ class _Plan:
     def _where(self) -> str:
         return f"batch {self._batches} of epoch {self._epoch}"
 
-    # The defaults of an EpochPlan: a plan that fills its batches on the asking thread.
-
-    needs_executor = True
+    # The defaults of an EpochPlan.
 
     @property
-    def plans_jobs(self) -> bool:
+    def job_per_batch(self) -> bool:
         return False
 
-    def next_job(self, token: int) -> Job | None:
-        raise NotImplementedError(f"{type(self).__name__} fills its batches: use next_item()")
+    def next_job(self, token: int) -> Job | Wait | None:
+        raise NotImplementedError(f"{type(self).__name__} plans no jobs")
 
-    def next_item(self) -> Item | None:
-        raise NotImplementedError(f"{type(self).__name__} plans jobs: use next_job()")
+    def take(self, job: Job, done: Done) -> int | None:
+        raise NotImplementedError(f"{type(self).__name__}: every job is a batch")
 
-    def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
+    def ready(self, ended: bool) -> Item | None:
         return None
 
-    def in_flight(self) -> list[Job]:
-        return []
+    def wants(self, jobs: Sequence[Job]) -> Job | None:
+        """The job whose result this plan needs next (None: whichever finishes first)."""
+        return jobs[0] if jobs else None
+
+    parts = 0  # the parts of a stream read in parallel (each with its reads in flight)
 
     def final_keep(self) -> object:
         """What must live on after the pass for :meth:`final_state` to stay current."""
@@ -188,7 +176,9 @@ class MapPlan(_Plan):
         self._chunk = batch_size if batch_size is not None else 32
         if packer is not None and batch_size is not None:
             self._chunk = packer.chunk
-        self._reader: ChunkReader | None = None
+        self._chunks = 0  # records jobs planned
+        self._groups: deque[tuple[int, np.ndarray]] = deque()  # the carry, to read first
+        self._read_all = False  # the sampler has no more records this epoch
 
     def _ctx(self, epoch: int) -> Context:
         ctx = self._contexts.get(epoch)
@@ -220,12 +210,6 @@ class MapPlan(_Plan):
             sampler={**self._cursor.state_dict(), "epoch": self._epoch + 1, "position": 0},
         )
 
-    def next_item(self) -> Item | None:
-        """The next filled batch (read through :meth:`read_with`'s reader); None at the end."""
-        if self._done:
-            return None
-        return self._next_filled()
-
     def _next_parts(self) -> tuple[list[tuple[Context, np.ndarray]], int] | None:
         """The (context, indices) parts of the next fixed batch; None at the end."""
         size = self._batch_size
@@ -253,12 +237,15 @@ class MapPlan(_Plan):
         return parts, count
 
     @property
-    def plans_jobs(self) -> bool:
+    def job_per_batch(self) -> bool:
         """True when every batch is a job of its own (no filter, no skipping)."""
         return not self._skips
 
     def next_job(self, token: int) -> Job | None:
-        """The next batch as a job for a worker; None at the end of the epoch."""
+        """The next batch as a job for a worker (or, when batches are filled past a
+        filter, the next chunk of records to read); None at the end of the epoch."""
+        if self._skips:
+            return self._next_chunk(token)
         got = self._next_parts()
         if got is None:
             return None
@@ -269,47 +256,42 @@ class MapPlan(_Plan):
         self._batches += 1
         return Job(seq, "build", tuple(parts), where, self.state(), count, token)
 
-    def read_with(self, executor: Submits | None, read: ReadAhead) -> None:
-        """Read the records of filled batches on ``executor``, ``read.depth`` chunks ahead."""
-        if executor is None:
-            raise RuntimeError("a map-style plan reads its records through an executor")
-        self._reader = ChunkReader(
-            executor.submit, read.depth, read.token, read.on_done, read.timeout
-        )
-
-    def in_flight(self) -> list[Job]:
-        return self._reader.in_flight() if self._reader is not None else []
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-
-    def _fill(self) -> bool:
-        """Read the next chunk (or the carried records) into ``_ready``; False at the end
-        of the epoch."""
-        reader = self._reader
-        if reader is None:
-            raise RuntimeError("a filled plan reads through read_with()'s reader")
+    def _next_chunk(self, token: int) -> Job | None:
+        """A job reading the next chunk of records (the carried ones first)."""
         if self._carry:
             carry, self._carry = self._carry, []
             for e, grp in itertools.groupby(carry, key=lambda p: p[0]):
-                idx = np.array([i for _, i in grp], dtype=np.int64)
-                recs = reader.now(self._ctx(e), idx, self._where())
-                self._ready.append(Run(recs, e, idx.tolist()))
-            return True
-        got = reader.next(
-            lambda: self._cursor.take(self._chunk), self._ctx(self._epoch), self._where()
-        )
-        if got is None:
-            return False
-        idx, recs = got
-        self._ready.append(Run(recs, self._epoch, idx.tolist()))
-        return True
+                self._groups.append((e, np.array([i for _, i in grp], dtype=np.int64)))
+        if self._groups:
+            epoch, idx = self._groups.popleft()
+            where = self._where()
+        else:
+            if self._done or self._read_all:
+                return None
+            epoch, idx = self._epoch, self._cursor.take(self._chunk)
+            if len(idx) == 0:
+                self._read_all = True
+                return None
+            where = f"a chunk of records read for {self._where()}"
+        self._chunks += 1
+        return Job(self._chunks, "records", ((self._ctx(epoch), idx),), where, token=token)
 
-    def _next_filled(self) -> Item | None:
+    def take(self, job: Job, done: Done) -> None:
+        """Keep a chunk's records (``SKIP`` for removed ones) for the batches they fill."""
+        ((ctx, idx),) = job.parts
+        self._ready.append(Run(done.value, ctx.epoch, idx.tolist()))
+
+    def ready(self, ended: bool) -> Item | None:
+        """The next filled batch, once the chunks read so far fill it (``ended``: no
+        more chunks come; the last, short one); None when it needs more records, or
+        at the end of the epoch."""
+        if self._done:
+            return None
         filler = self._filler
         while not filler.full:
-            if not self._ready and not self._fill():
+            if not self._ready:
+                if not ended:
+                    return None  # the next chunk fills it
                 break
             run = self._ready[0]
             start = run.start
@@ -333,84 +315,3 @@ class MapPlan(_Plan):
             batch = self._builder.collate(list(items))
         self._batches += 1
         return batch, self.state(), len(items)
-
-
-class ChunkReader:
-    """Reads the record chunks of a filled plan on workers, ``depth`` chunks ahead.
-
-    ``next(take, ctx)`` returns the next chunk's (indices, records) in sampler
-    order, planning new chunks with ``take()`` while fewer than ``depth`` are in
-    work. Records skipped under ``on_error="skip"`` are counted by ``on_skipped``.
-    """
-
-    def __init__(
-        self,
-        submit: Callable[[Job], Future[Done]],
-        depth: int,
-        token: int,
-        on_done: Callable[[Done], None],
-        timeout: float | None,
-    ) -> None:
-        self._submit = submit
-        self._depth = max(1, depth)
-        self._token = token
-        self._on_done = on_done
-        self._timeout = timeout
-        self._ahead: deque[tuple[Job, Future[Done]]] = deque()
-        self._exhausted = False
-        self._seq = 0
-
-    def _job(self, ctx: Context, idx: np.ndarray, where: str) -> tuple[Job, Future[Done]]:
-        self._seq += 1
-        job = Job(self._seq, "records", ((ctx, idx),), where, token=self._token)
-        return job, self._submit(job)
-
-    def in_flight(self) -> list[Job]:
-        """The chunks being read."""
-        return [job for job, _ in list(self._ahead)]
-
-    def _result(self, future: Future[Done]) -> list[Any]:
-        try:
-            done = future.result(self._timeout)
-        except FutureTimeout:
-            raise timeout_error(self._timeout) from None
-        self._on_done(done)
-        records: list[Any] = done.value
-        return records
-
-    def now(self, ctx: Context, idx: np.ndarray, where: str) -> list[Any]:
-        """The records at ``idx`` (read on a worker, waited for)."""
-        job, future = self._job(ctx, idx, where)
-        self._ahead.appendleft((job, future))
-        try:
-            return self._result(future)
-        finally:
-            self._ahead.remove((job, future))
-
-    def next(
-        self, take: Callable[[], np.ndarray], ctx: Context, where: str = "a batch"
-    ) -> tuple[np.ndarray, list[Any]] | None:
-        while not self._exhausted and len(self._ahead) < self._depth:
-            idx = take()
-            if len(idx) == 0:
-                self._exhausted = True
-                break
-            self._ahead.append(self._job(ctx, idx, f"a chunk of records read for {where}"))
-        if not self._ahead:
-            return None
-        job, future = self._ahead[0]
-        ((_, idx),) = job.parts
-        try:
-            records = self._result(future)
-        except LoaderTimeout:
-            raise  # the chunk stays queued: asking again may get it
-        except BaseException:
-            self._ahead.popleft()  # those records are lost; the next chunk may follow
-            raise
-        self._ahead.popleft()
-        return idx, records
-
-    def close(self) -> None:
-        for _, future in self._ahead:
-            future.cancel()
-        self._ahead.clear()

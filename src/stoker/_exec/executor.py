@@ -35,8 +35,9 @@ class Executor(Submits, Protocol):
         >>> from stoker._exec.jobs import Job
         >>> from stoker._exec.make import make_executor, worker_spec
         >>> from stoker._config import LoaderConfig
-        >>> cfg = LoaderConfig(batch_size=2)
-        >>> ex: Executor = make_executor("inline", worker_spec(cfg, sk.range(10)), cfg)
+        >>> from stoker._settings import settings_for
+        >>> cfg, ds = LoaderConfig(batch_size=2), sk.range(10)
+        >>> ex: Executor = make_executor("inline", worker_spec(cfg, ds), cfg, settings_for(cfg, ds))
         >>> job = Job(0, "build", ((Context(), np.array([7, 8])),), "batch 0")
         >>> with ex:
         ...     ex.submit(job).result().value.tolist()

@@ -63,6 +63,7 @@ class HandoverExecutor:
         start_target: starts the target executor (None when it is the thread workers).
         tuner: the policy that decides inline vs workers and the batches in flight.
         pool_slots: recycled batch buffers of the thread workers.
+        inline_slots: those of batches built on the thread that asks for them.
         tune_allocator: raise glibc's thresholds in this process for the threads.
 
     Resources:
@@ -84,6 +85,7 @@ class HandoverExecutor:
         start_target: Callable[[], Any] | None = None,
         tuner: Tuner | None = None,
         pool_slots: int = 8,
+        inline_slots: int = 4,
         tune_allocator: bool = False,
     ) -> None:
         self.mode = target
@@ -98,7 +100,8 @@ class HandoverExecutor:
             cpu_wait=sized,
             tune_allocator=tune_allocator,
         )
-        self._runtime = Runtime(spec, 0, "inline", BufferPool(spec.batch_size, 4))
+        self._runtime = Runtime(spec, 0, "inline", BufferPool(spec.batch_size, inline_slots))
+        self._inline_slots = inline_slots
         self._start_target = start_target
         self._target: Any = None
         self._starter: threading.Thread | None = None
@@ -122,7 +125,8 @@ class HandoverExecutor:
                 from .inline import InlineExecutor
 
                 spec = replace(self._spec, num_workers=0)
-                self._inline_executor = InlineExecutor(spec, BufferPool(spec.batch_size, 4))
+                pool = BufferPool(spec.batch_size, self._inline_slots)
+                self._inline_executor = InlineExecutor(spec, pool)
             return self._inline_executor
 
     @property

@@ -202,6 +202,8 @@ class Runtime:
         skipped = len(counters.errors)
         if job.kind == "stream":
             return self._read_stream(job)
+        if job.read is not None:  # a stream read in this process: its cursor reads
+            return job.read()
         if job.kind == "build":
             try:
                 value = self.builder.build(job.parts, job.where, empty=EMPTY)

@@ -10,12 +10,11 @@ from dataclasses import replace
 from typing import Any
 
 from .._batching.pool import BufferPool
-from .._config import DEFAULT_DEPTH, LoaderConfig
+from .._config import LoaderConfig
 from .._dataset import Dataset
-from .._epoch.plan import EpochPlan
 from .._iterdataset import IterDataset
+from .._settings import Settings
 from .executor import Executor
-from .gil import isolated
 from .jobs import WorkerSpec
 
 __all__ = ["Lease", "handover_applies", "make_executor", "pass_executor", "worker_spec"]
@@ -56,35 +55,39 @@ def worker_spec(
     )
 
 
-def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
-    """Start the executor of ``mode`` ("inline", "thread", "process" or "ray") for ``spec``.
+def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig, settings: Settings) -> Executor:
+    """Start the executor of ``mode`` ("inline", "thread", "process" or "ray") for ``spec``,
+    its pools sized by ``settings``.
 
     A new mode is one more branch here (and one entry in the contract test).
 
     Example:
         >>> import stoker as sk
         >>> from stoker._config import LoaderConfig
+        >>> from stoker._settings import settings_for
         >>> cfg = LoaderConfig(batch_size=4)
-        >>> with make_executor("inline", worker_spec(cfg, sk.range(10)), cfg) as ex:
+        >>> settings = settings_for(cfg, sk.range(10))
+        >>> with make_executor("inline", worker_spec(cfg, sk.range(10)), cfg, settings) as ex:
         ...     ex.mode
         'inline'
 
     Errors:
         ValueError: an unknown mode (the config has resolved "auto" before).
     """
-    if handover_applies(mode, spec, cfg):
-        return start_handover(mode, spec, cfg)
+    if handover_applies(mode, spec, cfg, settings):
+        return start_handover(mode, spec, cfg, settings)
     if mode == "inline":
         from .inline import InlineExecutor
 
-        slots = (cfg.prefetch if cfg.prefetch is not None else DEFAULT_DEPTH) + 3
+        slots = settings.pool_slots
         return InlineExecutor(replace(spec, num_workers=0), BufferPool(spec.batch_size, slots))
-    depth = cfg.prefetch if cfg.prefetch else 2 * cfg.num_workers
     if mode == "thread":
         from .threads import ThreadExecutor
 
         return ThreadExecutor(
-            spec, BufferPool(spec.batch_size, depth + 4), tune_allocator=cfg.tune_allocator
+            spec,
+            BufferPool(spec.batch_size, settings.worker_slots),
+            tune_allocator=cfg.tune_allocator,
         )
     if mode == "process":
         from .processes import ProcessExecutor
@@ -94,7 +97,7 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
             start_method=cfg.start_method,
             restart=cfg.restart_workers,
             max_restarts=cfg.max_restarts,
-            slot_cap=depth + 4,
+            slot_cap=settings.worker_slots,
         )
     if mode == "ray":
         from .ray import RayExecutor
@@ -109,53 +112,42 @@ def make_executor(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
 
 
 def pass_executor(
-    plan: EpochPlan,
     mode: str,
     cfg: LoaderConfig,
     dataset: Dataset[Any] | IterDataset[Any],
     lease: Lease,
-) -> tuple[Executor | None, int, Callable[[], None]]:
-    """Stage 5 of one pass: the executor ``plan`` reads through, the token that names
+    settings: Settings,
+) -> tuple[Executor, int, Callable[[], None]]:
+    """Stage 5 of one pass: the executor its plan's jobs run on, the token that names
     the pass's jobs, and how to give the executor back when the pass ends.
 
-    A plan that reads on the asking thread gets none; under ``mode="inline"`` a pass
-    gets an inline executor of its own (it builds a batch when the window asks for
-    it); otherwise ``lease()`` lends the loader's workers.
+    Under ``mode="inline"`` a pass gets an inline executor of its own (it builds a
+    job when the window asks for it); otherwise ``lease()`` lends the loader's
+    workers.
 
     Example:
         >>> import stoker as sk
         >>> from stoker._config import LoaderConfig
-        >>> from stoker._epoch.choose import epoch_plan
-        >>> from stoker._hosts import ONE_HOST
-        >>> from stoker._sampling.sequential import SequentialSampler
+        >>> from stoker._settings import settings_for
         >>> cfg, ds = LoaderConfig(batch_size=2), sk.range(4)
-        >>> plan, builder = epoch_plan(
-        ...     cfg, ds, SequentialSampler(4), ONE_HOST, {}, "inline", 0, None
-        ... )
-        >>> ex, token, give_back = pass_executor(plan, "inline", cfg, ds, lease=None)
+        >>> ex, token, give_back = pass_executor("inline", cfg, ds, None, settings_for(cfg, ds))
         >>> ex.mode, token
         ('inline', 0)
-        >>> give_back(); builder.close()
+        >>> give_back()
     """
-    if not plan.needs_executor:
-        return None, 0, _nothing
     if mode == "inline":
-        executor = make_executor("inline", worker_spec(cfg, dataset), cfg)
+        executor = make_executor("inline", worker_spec(cfg, dataset), cfg, settings)
         return executor, 0, executor.close
     return lease()
 
 
-def _nothing() -> None:
-    return None
-
-
-def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:
+def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig, settings: Settings) -> bool:
     """True when ``worker_mode="auto"`` may start on threads and tune itself, or
     ``num_workers="auto"`` may size its thread workers (under ``worker_mode="thread"``
     too, then never inline).
 
     Not for user code that is not marked safe to share the training process
-    (:func:`~stoker._exec.gil.isolated`): under ``"auto"`` it runs in
+    (``settings.isolated``): under ``"auto"`` it runs in
     the worker processes from the first batch on, so that a native crash in it is a
     ``WorkerCrashed``, never the end of the trainer. Not for streams (a part's
     cursor lives in the worker that reads it), nor with a
@@ -174,11 +166,11 @@ def handover_applies(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> bool:
         and cfg.worker_init_fn is None
         and cfg.start_method == "forkserver"
         and not isinstance(spec.dataset, IterDataset)
-        and not isolated(cfg, mode, spec.dataset)
+        and not settings.isolated
     )
 
 
-def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
+def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig, settings: Settings) -> Executor:
     """A :class:`~stoker._exec.handover.HandoverExecutor` towards ``mode``.
 
     With ``num_workers="auto"`` on threads it starts two threads per core (at most
@@ -204,10 +196,11 @@ def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
                 start_method=cfg.start_method,
                 restart=cfg.restart_workers,
                 max_restarts=cfg.max_restarts,
-                slot_cap=4 * cfg.num_workers + 4,
+                slot_cap=settings.tuned_slots,
             )
 
-    depth = cfg.prefetch if cfg.prefetch else 2 * spec.num_workers
+    # A sized thread pool starts below the count asked for: its depth follows it.
+    depth = settings.depth if sizer is None else cfg.prefetch or 2 * sizer.workers
     tuner = Tuner(
         spec.num_workers,
         depth,
@@ -220,6 +213,7 @@ def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig) -> Executor:
         target=mode,
         start_target=start_target,
         tuner=tuner,
-        pool_slots=4 * cfg.num_workers + 4,
+        pool_slots=settings.tuned_slots,
+        inline_slots=settings.pool_slots,
         tune_allocator=cfg.tune_allocator,
     )
