@@ -4,7 +4,9 @@ The parent process owns order and state; a job only says which records to read.
 ``build`` jobs make one batch from (context, indices) parts; ``records`` jobs read
 the records of one chunk for a plan that fills batches itself (filters, skipping);
 ``stream`` jobs read the next batch of one part of a stream, on the worker that
-owns that part; a ``local`` job reads the next batch of a stream read in this
+owns that part; a ``slice`` job reads the records of a slice of one batch, which the
+parent collates with the batch's other slices (a first batch read by every worker); a
+``local`` job reads the next batch of a stream read in this
 process (its ``read`` holds the stream's cursor: it never crosses to a process).
 The plans write jobs; executors (``stoker._exec``) run them.
 """
@@ -23,7 +25,7 @@ from .._stats import SourceReads
 
 __all__ = ["EMPTY", "WAIT", "Done", "Job", "Submits", "Wait"]
 
-JobKind = Literal["build", "records", "stream", "local"]
+JobKind = Literal["build", "slice", "records", "stream", "local"]
 
 EMPTY: Any = SKIP
 """The result of a ``build`` job whose records were all skipped."""
@@ -62,6 +64,12 @@ class Job:
     part: int = -1  # stream jobs: the part (and the worker that owns it)
     open_state: dict[str, Any] | None = None  # stream jobs: where the part starts
     read: Callable[[], Done] | None = None  # local jobs: reads in this process
+
+    @property
+    def batch_index(self) -> int | None:
+        """The index of the batch this job builds (or a slice of), None for a chunk of
+        records or a stream's read."""
+        return self.seq if self.kind in ("build", "slice") else None
 
     def samples(self) -> list[int]:
         """The sample indices the job reads (none for a stream job: its part's cursor

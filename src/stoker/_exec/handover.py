@@ -235,7 +235,7 @@ class HandoverExecutor:
         try:
             done = self._runtime.run(job)
         except Exception as exc:
-            batch = job.seq if job.kind == "build" else None
+            batch = job.batch_index
             future.set_exception(
                 contained(exc, f"the calling thread while building {job.where}", batch)
             )

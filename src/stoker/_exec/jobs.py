@@ -210,9 +210,14 @@ class Runtime:
             except Exception as exc:
                 add_batch_index(exc, job.seq)
                 raise
-        else:
+        else:  # the records of a chunk, or of a slice of a batch
             ((ctx, indices),) = job.parts
-            value = self.builder.records(ctx, indices, job.where)
+            try:
+                value = self.builder.records(ctx, indices, job.where)
+            except Exception as exc:
+                if job.batch_index is not None:
+                    add_batch_index(exc, job.batch_index)
+                raise
         if len(counters.errors) == skipped:  # nothing skipped (the usual case)
             return Done(value, counters.fetch_seconds - fetch, counters.collate_seconds - collate)
         return Done(

@@ -100,7 +100,7 @@ def split_build(
         return None
     merged: Future[Done] = Future()
     subs = [
-        submit(Job(job.seq, "records", ((ctx, p),), job.where, None, len(p), job.token))
+        submit(Job(job.seq, "slice", ((ctx, p),), job.where, None, len(p), job.token))
         for p in pieces
     ]
     left = [len(subs)]

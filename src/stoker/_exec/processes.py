@@ -283,7 +283,7 @@ class ProcessExecutor(QueuedExecutor):
 
     def _rebuild(self, packed: PackedError, worker: _Worker, job: Job | None) -> BaseException:
         data, summary, text, sample = packed
-        batch = job.seq if job is not None and job.kind == "build" else None
+        batch = job.batch_index if job is not None else None
         exc: BaseException | None = None
         if data is not None:
             try:
@@ -342,7 +342,7 @@ class ProcessExecutor(QueuedExecutor):
                     worker.id, worker.pid, code, held[0] if held is not None else None, starting
                 )
                 + self._restart_advice(starting),
-                batch_index=held[0].seq if held is not None and held[0].kind == "build" else None,
+                batch_index=held[0].batch_index if held is not None else None,
                 sample_index=only_sample(held[0]) if held is not None else None,
             )
             crash.pid = worker.pid

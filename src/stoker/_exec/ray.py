@@ -441,7 +441,7 @@ def _kill(handle: Any) -> None:
 
 
 def _batch(job: Job) -> int | None:
-    return job.seq if job.kind == "build" else None
+    return job.batch_index
 
 
 def _first_line(exc: BaseException) -> str:

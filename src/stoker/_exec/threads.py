@@ -205,7 +205,7 @@ class ThreadExecutor(QueuedExecutor):
                     settle(future, runtime.run(job))  # close() may have failed it meanwhile
                 except BaseException as exc:
                     where = f"thread worker {worker_id} while building {job.where}"
-                    batch = job.seq if job.kind == "build" else None
+                    batch = job.batch_index
                     settle(future, error=contained(exc, where, batch))
                 with cond:
                     self._running.pop(worker_id, None)
