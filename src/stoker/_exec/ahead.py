@@ -73,8 +73,7 @@ class AheadExecutor(QueuedExecutor):
             try:
                 future.set_result(self._run(job))
             except BaseException as exc:
-                batch = job.seq if job.kind == "build" else None
-                future.set_exception(contained(exc, "the prefetch thread", batch))
+                future.set_exception(contained(exc, "the prefetch thread", job.batch_index))
             del future, taken
 
     def finish(self) -> None:
