@@ -11,7 +11,7 @@ import dataclasses
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._tally import remote_tally, this_thread_tally
 from ._verdict import Verdict, diagnose
@@ -40,12 +40,14 @@ class _Clock(threading.local):
 _clock = _Clock()
 
 
-@dataclass(frozen=True)
-class SourceReads:
+class SourceReads(NamedTuple):
     """What a source's decode cache did: blocks found decoded (``hits``), blocks
     decoded (``misses``), the bytes decoded, and the part of them decoded again after
     the cache had let the same block go (a cache too small for the order read); and
     what its remote reads did (see :class:`~stoker._tally.RemoteTally`).
+
+    Read around every batch, so it is a tuple (cheap to make), and sums or
+    differences with nothing read (the usual case of in-memory data) make no new one.
 
     Example:
         >>> (SourceReads(3, 1, 100, 0) - SourceReads(1, 1, 100, 0)).hits
@@ -62,18 +64,22 @@ class SourceReads:
     remote_bytes: int = 0
     backoff_seconds: float = 0.0
 
-    def __add__(self, other: SourceReads) -> SourceReads:
-        return SourceReads(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
+    def __add__(self, other: object) -> SourceReads:
+        if not isinstance(other, SourceReads):
+            return NotImplemented
+        if other == _NOTHING:
+            return self
+        if self == _NOTHING:
+            return other
+        return SourceReads._make(a + b for a, b in zip(self, other, strict=True))
 
     def __sub__(self, other: SourceReads) -> SourceReads:
-        return SourceReads(*(a - b for a, b in zip(_fields(self), _fields(other), strict=True)))
+        if self == other:
+            return _NOTHING
+        return SourceReads._make(a - b for a, b in zip(self, other, strict=True))
 
 
-def _fields(r: SourceReads) -> tuple[Any, ...]:
-    return (
-        r.hits, r.misses, r.decoded_bytes, r.redecoded_bytes,
-        r.requests, r.retries, r.truncated, r.remote_bytes, r.backoff_seconds,
-    )  # fmt: skip
+_NOTHING = SourceReads()
 
 
 def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = False) -> None:
