@@ -17,8 +17,10 @@ same way, in one place.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import select
 import sys
 import threading
 import time
@@ -183,6 +185,11 @@ class _Watcher:
         self._lock = threading.RLock()
         self._watched: weakref.WeakSet[Watchdog] = weakref.WeakSet()
         self._thread: threading.Thread | None = None
+        # Wakes the thread's nap when the last watchdog goes, so that it ends at once
+        # (a pipe: writing to it takes no lock a finalizer could find held).
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
 
     def add(self, watchdog: Watchdog) -> None:
         with self._lock:
@@ -193,6 +200,9 @@ class _Watcher:
         # garbage, a thread being started by running() included, which must not wait
         # for the lock its starter holds (the watcher reads a snapshot of the set).
         self._watched.discard(watchdog)
+        if not self._watched:
+            with contextlib.suppress(OSError):  # full: a wake-up is pending already
+                os.write(self._wake_w, b"\0")
 
     def running(self) -> None:
         """Start the thread unless it runs (a watchdog's ``begin`` set it active first:
@@ -222,7 +232,10 @@ class _Watcher:
                     if not self._busy(time.monotonic()):
                         return
                     self._thread = me
-            time.sleep(min(max(min(naps, default=_GRACE), 0.01), _GRACE))
+            nap = min(max(min(naps, default=_GRACE), 0.01), _GRACE)
+            select.select([self._wake_r], [], [], nap)
+            with contextlib.suppress(OSError):
+                os.read(self._wake_r, 4096)
 
 
 _WATCHER = _Watcher()
@@ -230,6 +243,9 @@ _WATCHER = _Watcher()
 
 def _forget_in_child() -> None:
     """After ``os.fork()``: the parent's watcher thread does not run here."""
+    for fd in (_WATCHER._wake_r, _WATCHER._wake_w):
+        with contextlib.suppress(OSError):
+            os.close(fd)
     _WATCHER.__init__()  # type: ignore[misc]
 
 
