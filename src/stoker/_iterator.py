@@ -160,6 +160,8 @@ class LoaderIterator(Generic[B]):
         try:
             batch, state, count = self._watched_get()
         except StopIteration:
+            if self._exhausted:  # closed by another thread while this one waited
+                raise
             self._exhausted = True
             self._box.state = self._plan.final_state()
             self._box.finished = True

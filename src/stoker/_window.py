@@ -23,11 +23,12 @@ hand-off would cost more than the overlap could win.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, CancelledError, Future
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, InvalidStateError
 from concurrent.futures import wait as futures_wait
 from typing import Any
 
@@ -140,6 +141,7 @@ class JobWindow:
         self._inflight: deque[tuple[Job, Future[Done]]] = deque()
         self._planned_all = False
         self._closed = False
+        self._closing: Future[Done] = Future()  # done once closed: wakes every wait
         self._handed = HandedOut(start_state, ahead)  # batches of their own, in any order
         self.wait_seconds = 0.0
         # For the stats: jobs' time from submit to finish, and the time the window was
@@ -279,8 +281,11 @@ class JobWindow:
         return heads
 
     def _wait(self, futures: list[Future[Done]], deadline: float | None) -> None:
-        """Wait until one of ``futures`` is done or ``deadline`` passes."""
-        futures_wait(futures, remaining(deadline), FIRST_COMPLETED)
+        """Wait until one of ``futures`` is done, ``deadline`` passes or the window is
+        closed (from another thread: then the wait ends the pass)."""
+        futures_wait([*futures, self._closing], remaining(deadline), FIRST_COMPLETED)
+        if self._closed:
+            raise StopIteration
 
     def _result(self, job: Job, done: Done) -> Item | None:
         """A finished job's batch when it is one (None: all its records skipped);
@@ -334,6 +339,8 @@ class JobWindow:
                 else:
                     job, future = self._take(deadline)  # in flight: Ctrl-C loses nothing
                 self._waiting = False
+                if self._closed:  # by another thread, while this one waited
+                    raise StopIteration
                 if head[1] is future:
                     self._inflight.popleft()
                 else:
@@ -453,8 +460,11 @@ class JobWindow:
             self.idle_seconds += max(0.0, now - max(last, self._returned_at))
 
     def close(self) -> None:
-        """Cancel this window's jobs that have not started (idempotent)."""
+        """Cancel this window's jobs that have not started and wake a ``get()`` waiting
+        on another thread, which then ends the pass (idempotent)."""
         self._closed = True
+        with contextlib.suppress(InvalidStateError):
+            self._closing.set_result(Done(None))
         self._executor.cancel(self._token)
         for _, future in self._inflight:
             cancel_future(future)

@@ -58,32 +58,7 @@ WORKERS = ("thread", "process", "auto", "ray")
 
 # Cells known to fail, (plan, mode, property) -> the cause; each must fail
 # (xfail_strict), so its mark goes when the cause is fixed.
-_CLOSE_WINDOW = (
-    "JobWindow.close() (_window.py) cancels only jobs not started: get() waits in _take() "
-    "until the running job ends, then popleft() on the deque close() cleared: IndexError"
-)
-_CLOSE_CHUNKS = (
-    "ChunkReader.close() (_epoch/plan.py) cancels only chunks not started: next() waits in "
-    "future.result() until the running chunk ends, then popleft() on the cleared deque: IndexError"
-)
-_CLOSE_CHUNKS_INLINE = (
-    "ChunkReader.close() (_epoch/plan.py) clears the deque of the chunk the consumer is "
-    "building; when the record ends, next() pops the empty deque: IndexError, not a clean end"
-)
-_CLOSE_PARTS = (
-    "StreamParts.close() (_epoch/parts.py) cancels only parts not started: _ready_part() waits "
-    "in futures_wait() until the running part ends, then popleft() on the cleared deque"
-)
-KNOWN: dict[tuple[str, str, str], str] = {
-    **{("map", mode, "close"): _CLOSE_WINDOW for mode in WORKERS},
-    **{
-        (plan, mode, "close"): _CLOSE_CHUNKS
-        for plan in ("filter", "pack", "skip")
-        for mode in WORKERS
-    },
-    **{(plan, "inline", "close"): _CLOSE_CHUNKS_INLINE for plan in ("filter", "pack", "skip")},
-    **{(plan, mode, "close"): _CLOSE_PARTS for plan in ("stream", "mixed") for mode in WORKERS},
-}
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
