@@ -26,6 +26,7 @@ import os
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,14 @@ def _files(cache_dir: Path, count: int) -> Path:
     return folder
 
 
+def reference_batches(n: int) -> Iterator[np.ndarray]:
+    """The batches every loader of the remote workloads must give for files ``0 .. n - 1``:
+    the first bytes of each file, in order, batch by batch."""
+    for start in range(0, n, BATCH_SIZE):
+        stop = min(n, start + BATCH_SIZE)
+        yield np.stack([_first_bytes(_content(i)) for i in range(start, stop)])
+
+
 def _first_bytes(data: bytes) -> np.ndarray:
     return np.frombuffer(data[:8], dtype=np.uint8)
 
@@ -226,11 +235,6 @@ def prepare(ctx: BenchContext) -> Prepared:
 
         runners.append(Runner("torch x2", "torch", torch_loader, limit=2 / LATENCY_S))
 
-    def reference() -> Any:
-        for start in range(0, n, BATCH_SIZE):
-            stop = min(n, start + BATCH_SIZE)
-            yield np.stack([_first_bytes(_content(i)) for i in range(start, stop)])
-
     return Prepared(
         summary=(
             f"{n:,} 4 KB files over HTTP with 5 ms latency per request, batch 32, "
@@ -239,7 +243,7 @@ def prepare(ctx: BenchContext) -> Prepared:
         samples=n,
         record_bytes=FILE_BYTES,
         runners=tuple(runners),
-        reference=reference,
+        reference=lambda: reference_batches(n),
         params={
             "records": n,
             "file_bytes": FILE_BYTES,

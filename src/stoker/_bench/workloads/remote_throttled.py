@@ -29,9 +29,9 @@ from .remote import (
     LATENCY_S,
     QUICK_FILES,
     Server,
-    _content,
     _files,
     _first_bytes,
+    reference_batches,
 )
 
 THROTTLE = 0.02
@@ -84,13 +84,6 @@ def prepare(ctx: BenchContext) -> Prepared:
 
         runners.append(Runner(label, "stoker", make, limit=CONCURRENCY / LATENCY_S))
 
-    def reference() -> Any:
-        import numpy as np
-
-        for start in range(0, n, BATCH_SIZE):
-            stop = min(n, start + BATCH_SIZE)
-            yield np.stack([_first_bytes(_content(i)) for i in range(start, stop)])
-
     return Prepared(
         summary=(
             f"{n:,} 4 KB files over HTTP, 5 ms a request, batch 32, 4 reads in flight; "
@@ -99,7 +92,7 @@ def prepare(ctx: BenchContext) -> Prepared:
         samples=n,
         record_bytes=FILE_BYTES,
         runners=tuple(runners),
-        reference=reference,
+        reference=lambda: reference_batches(n),
         params={
             "records": n,
             "latency_s": LATENCY_S,
