@@ -17,6 +17,7 @@ from ._tally import remote_tally, this_thread_tally
 from ._verdict import Verdict, diagnose
 
 __all__ = [
+    "NO_READS",
     "LoaderStats",
     "SourceReads",
     "SourceShare",
@@ -35,6 +36,9 @@ class _Clock(threading.local):
     misses = 0
     decoded_bytes = 0
     redecoded_bytes = 0
+    # The counts above as a SourceReads, made when first read after they changed:
+    # read twice around every batch, they rarely change (in-memory data never).
+    reads: SourceReads | None = None
 
 
 _clock = _Clock()
@@ -67,19 +71,20 @@ class SourceReads(NamedTuple):
     def __add__(self, other: object) -> SourceReads:
         if not isinstance(other, SourceReads):
             return NotImplemented
-        if other == _NOTHING:
+        if other is NO_READS or other == NO_READS:
             return self
-        if self == _NOTHING:
+        if self is NO_READS or self == NO_READS:
             return other
         return SourceReads._make(a + b for a, b in zip(self, other, strict=True))
 
     def __sub__(self, other: SourceReads) -> SourceReads:
-        if self == other:
-            return _NOTHING
+        if self is other or self == other:
+            return NO_READS
         return SourceReads._make(a - b for a, b in zip(self, other, strict=True))
 
 
-_NOTHING = SourceReads()
+NO_READS = SourceReads()
+"""Nothing read: what a job that read no source block reports (compare with ``is``)."""
 
 
 def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = False) -> None:
@@ -87,6 +92,7 @@ def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = Fa
     (``decoded_bytes`` of it; ``again``: it had been decoded and let go before).
     The batch builder and the workers read the sums around a fetch (:func:`source_reads`)."""
     clock = _clock
+    clock.reads = None
     clock.hits += hits
     if decoded_bytes is not None:
         clock.misses += 1
@@ -98,6 +104,7 @@ def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = Fa
 def add_reads(reads: SourceReads) -> None:
     """Add ``reads`` counted on another thread (a part of a split gather) to this one's."""
     clock = _clock
+    clock.reads = None
     clock.hits += reads.hits
     clock.misses += reads.misses
     clock.decoded_bytes += reads.decoded_bytes
@@ -114,7 +121,10 @@ def source_reads() -> SourceReads:
     c = _clock
     r = this_thread_tally()
     if r is None:
-        return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes)
+        reads = c.reads
+        if reads is None:
+            reads = c.reads = SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes)
+        return reads
     return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, *r.counts())
 
 

@@ -48,12 +48,18 @@ class RemoteTally:
             return (self.requests, self.retries, self.truncated, self.nbytes, self.backoff_seconds)
 
 
-_local = threading.local()
+class _Local(threading.local):
+    # A class default: reading it on a thread that has none raises nothing (read
+    # around every batch, where a getattr default would cost an AttributeError).
+    tally: RemoteTally | None = None
+
+
+_local = _Local()
 
 
 def remote_tally() -> RemoteTally:
     """This thread's :class:`RemoteTally` (created on first use)."""
-    tally: RemoteTally | None = getattr(_local, "tally", None)
+    tally = _local.tally
     if tally is None:
         tally = _local.tally = RemoteTally()
     return tally
@@ -61,5 +67,4 @@ def remote_tally() -> RemoteTally:
 
 def this_thread_tally() -> RemoteTally | None:
     """This thread's tally, None before its first remote read."""
-    tally: RemoteTally | None = getattr(_local, "tally", None)
-    return tally
+    return _local.tally

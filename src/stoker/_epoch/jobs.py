@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from .._context import SKIP, Context
-from .._stats import SourceReads
+from .._stats import NO_READS, SourceReads
 
 __all__ = ["EMPTY", "WAIT", "Done", "Job", "Submits", "Wait"]
 
@@ -111,7 +111,7 @@ class Done:
     # the job (wall and CPU), and, set by the parent for process workers, the time to
     # receive the batch and the bytes that crossed (pipe and shared memory).
     transform_seconds: float = 0.0
-    reads: SourceReads = field(default_factory=SourceReads)  # what the sources' decode caches did
+    reads: SourceReads = NO_READS  # what the sources' decode caches did
     work_seconds: float = 0.0
     cpu_seconds: float = 0.0
     transfer_seconds: float = 0.0

@@ -21,7 +21,7 @@ from .._batching.pool import BufferPool
 from .._dataset import Dataset
 from .._epoch.jobs import EMPTY, Done, Job
 from .._iterdataset import IterDataset, StreamCursor
-from .._stats import SourceReads, source_reads, transform_time
+from .._stats import NO_READS, source_reads, transform_time
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 from .schedstat import CpuWaitClock
 
@@ -41,7 +41,7 @@ class Tally:
         self.fetch_seconds = 0.0
         self.collate_seconds = 0.0
         self.transform_seconds = 0.0
-        self.reads = SourceReads()
+        self.reads = NO_READS
         self.work_seconds = 0.0
         self.cpu_seconds = 0.0
         self.cpu_wait_seconds = 0.0
@@ -85,7 +85,8 @@ class Tally:
             self.fetch_seconds += done.fetch_seconds
             self.collate_seconds += done.collate_seconds
             self.transform_seconds += done.transform_seconds
-            self.reads += done.reads
+            if done.reads is not NO_READS:  # a source block was read
+                self.reads += done.reads
             if done.work_seconds:  # a worker's job (inline jobs report no worker time)
                 self.work_seconds += done.work_seconds
                 self.cpu_seconds += done.cpu_seconds
