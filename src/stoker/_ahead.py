@@ -3,9 +3,12 @@
 A device adapter wants the next ``depth`` batches already on their way to the
 accelerator while the current step runs. ``PlacedIterator`` pulls batches from a
 loader iterator, calls ``place`` on each as soon as it is pulled (an asynchronous
-copy in PyTorch and JAX), and yields them in order. Its ``state_dict()`` is the
-state the source had right after the last batch *yielded*, never after the ones
-held ahead, so a checkpoint taken in a training step resumes exactly there.
+copy in PyTorch and JAX), and yields them in order. Its batches in flight are kept
+by a job window (``stoker._window``), the one mechanism every loader pass uses: a
+job pulls and places one batch, run on this thread as soon as it is planned. Its
+``state_dict()`` is the state the source had right after the last batch *yielded*,
+never after the ones held ahead, so a checkpoint taken in a training step resumes
+exactly there.
 
 ``PlacedLoader`` is the re-iterable form: each ``iter()`` is a fresh pass of the
 source (the next epoch of a :class:`~stoker.DataLoader`).
@@ -14,9 +17,13 @@ source (the next epoch of a :class:`~stoker.DataLoader`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
+from ._epoch.jobs import Done, Job
+from ._exec.eager import EagerExecutor
+from ._exec.jobs import Tally
+from ._window import JobWindow
 from .errors import ConfigError
 
 __all__ = ["PlacedIterator", "PlacedLoader", "check_depth", "placed"]
@@ -40,15 +47,95 @@ def _state_of(source: object) -> dict[str, Any] | None:
     return state
 
 
+class _PlacePlan(Generic[T, U]):
+    """The plan of a read-ahead: each job pulls the next batch of ``source`` and
+    places it; the batches come out in order, each with the source's state after it.
+
+    It is a plan like the loader's (``stoker._epoch.plan.EpochPlan``), run by the
+    same job window, so the read-ahead keeps its work in flight as every pass does.
+    After the source ended or raised, no job is planned.
+    """
+
+    job_per_batch = False
+    parts = 0
+
+    def __init__(self, source: Iterator[T], place: Callable[[T], U]) -> None:
+        self._source = source
+        self._place = place
+        self._seq = 0
+        self._ended = False
+        self._ready: deque[tuple[U, dict[str, Any] | None]] = deque()
+
+    def next_job(self, token: int) -> Job | None:
+        if self._ended:
+            return None
+        job = Job(self._seq, "local", (), f"batch {self._seq} read ahead", token=token)
+        job.read = self._pull
+        self._seq += 1
+        return job
+
+    def _pull(self) -> Done:
+        try:
+            batch = next(self._source)
+        except StopIteration:
+            self._ended = True
+            return Done(_END)
+        except Exception:
+            self._ended = True  # raised in its turn, after the batches placed before it
+            raise
+        state = _state_of(self._source)
+        try:
+            placed = self._place(batch)
+        except Exception:
+            self._ended = True
+            raise
+        return Done((placed, state))
+
+    def take(self, job: Job, done: Done) -> int | None:
+        if done.value is not _END:
+            self._ready.append(done.value)
+        return None
+
+    def ready(self, ended: bool) -> tuple[U, dict[str, Any] | None, int] | None:
+        if not self._ready:
+            return None
+        placed, state = self._ready.popleft()
+        return placed, state, 1  # state None: a source without state_dict()
+
+    def wants(self, jobs: Sequence[Job]) -> Job | None:
+        return jobs[0] if jobs else None
+
+    def state(self) -> dict[str, Any]:
+        return {}  # the iterator keeps the source's state (_state_of), not the window
+
+    def final_state(self) -> dict[str, Any]:
+        return {}
+
+    def final_keep(self) -> object:
+        return None
+
+    def close(self) -> None:
+        self._ended = True
+        self._ready.clear()
+
+
+_END = object()  # a job's value after the source's last batch
+
+
 class PlacedIterator(Generic[T, U]):
     """Yields ``place(batch)`` for every batch of ``source``, placing ``depth`` ahead.
+
+    The batches are pulled and placed by the jobs of a job window (the loader's own
+    mechanism, ``stoker._window``) that runs each job on this thread as it plans it,
+    ``depth`` jobs ahead of the batch handed out.
 
     ``finish`` (optional) runs on a placed batch just before it is yielded: PyTorch
     uses it to make the current CUDA stream wait for the copy.
 
     An error raised by the source or by ``place`` while reading ahead is raised only
     after the batches already placed were yielded, so the state stays that of the
-    last good batch.
+    last good batch. Ctrl-C while the source waits for a batch leaves the batches
+    held ahead as they were: the next ``next()`` goes on.
 
     Example:
         >>> import stoker as sk
@@ -68,50 +155,42 @@ class PlacedIterator(Generic[T, U]):
         finish: Callable[[U], U] | None = None,
     ) -> None:
         self._source = source
-        self._place = place
         self._finish = finish
-        self._depth = max(1, check_depth(depth))
-        self._held: deque[tuple[U, dict[str, Any] | None]] = deque()
+        self._plan: _PlacePlan[T, U] = _PlacePlan(source, place)
+        self._window = JobWindow(
+            self._plan,  # type: ignore[arg-type]  # an EpochPlan in all the window asks
+            Tally(0),
+            EagerExecutor(),
+            depth=max(1, check_depth(depth)),
+            ordered=True,
+            timeout=None,
+            start_state={},
+        )
         self._state = _state_of(source)
         self._ended = False
-        self._error: BaseException | None = None
-
-    def _fill(self) -> None:
-        while not self._ended and self._error is None and len(self._held) < self._depth:
-            try:
-                batch = next(self._source)
-            except StopIteration:
-                self._ended = True
-                return
-            except Exception as exc:
-                self._error = exc
-                return
-            state = _state_of(self._source)
-            try:
-                placed = self._place(batch)
-            except Exception as exc:
-                self._error = exc
-                return
-            self._held.append((placed, state))
 
     def __iter__(self) -> Iterator[U]:
         return self
 
     def __next__(self) -> U:
-        self._fill()
-        if not self._held:
-            if self._error is not None:
-                error, self._error = self._error, None
-                self._ended = True
-                raise error
-            self._state = _state_of(self._source)  # the end: the next epoch's start
+        if self._ended:
             raise StopIteration
-        placed, state = self._held.popleft()
+        try:
+            placed, state, _ = self._window.get()
+        except StopIteration:
+            self._ended = True
+            self._state = _state_of(self._source)  # the end: the next epoch's start
+            raise
+        except KeyboardInterrupt:
+            raise  # the window and the source go on from where they were
+        except BaseException:
+            self._ended = True  # the source's error, after the batches placed before it
+            raise
         self._state = state
+        result: U = placed
         if self._finish is not None:
-            placed = self._finish(placed)
-        self._fill()  # the next copies start while the caller's step runs
-        return placed
+            result = self._finish(result)
+        return result
 
     def state_dict(self) -> dict[str, Any]:
         """The source's state right after the last batch this iterator yielded.
@@ -132,8 +211,9 @@ class PlacedIterator(Generic[T, U]):
 
     def close(self) -> None:
         """Drop the batches held ahead and close the source (idempotent)."""
-        self._held.clear()
         self._ended = True
+        self._window.close()
+        self._plan.close()
         close = getattr(self._source, "close", None)
         if close is not None:
             close()

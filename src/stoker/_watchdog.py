@@ -207,8 +207,12 @@ class _Watcher:
     def running(self) -> None:
         """Start the thread unless it runs (a watchdog's ``begin`` set it active first:
         the thread re-reads that after it let go of its place, so none is missed)."""
-        if self._thread is not None:  # read without the lock (once a batch): the
-            return  # thread looks at the watchdogs again after it let go (_run)
+        # Read without the lock first (once a batch): the thread looks at the
+        # watchdogs once more after it let go of its place (_run), so it sees this
+        # watchdog active or this call sees the place free.
+        started = self._thread
+        if started is not None:
+            return
         with self._lock:
             if self._thread is not None:
                 return
