@@ -263,7 +263,7 @@ class ProcessExecutor(QueuedExecutor):
         job, future, slot = held
         if tag == "done":
             _, _, done, layout, nbytes = message
-            if nbytes:
+            if nbytes and job.kind == "build":  # (a slice is a part of a batch)
                 self._ring.note_size(nbytes)
             if layout is not None and passed is not None:
                 done.value = views(passed.array, layout)  # the views keep the mapping

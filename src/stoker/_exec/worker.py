@@ -120,11 +120,14 @@ def worker_main(
             continue
         layout, nbytes = None, 0
         own: Segment | None = None  # the batch's own segment (not the slot): closed below
-        if job.kind == "build" and done.value is not EMPTY:
+        if job.kind in ("build", "slice") and done.value is not EMPTY:
             # A batch without a slot gets its own segment only while the parent cannot
-            # know the size (no slot yet); at the ring's cap it is sent by copy.
+            # know the size (no slot yet); at the ring's cap it is sent by copy. A
+            # slice's records (of the first batch, collated in the parent) always get
+            # one when they are plain arrays: not pickled through the pipe.
             start = time.perf_counter()
-            layout, nbytes, own = writer.export(done.value, own=not slot_known)
+            own_segment = not slot_known or job.kind == "slice"
+            layout, nbytes, own = writer.export(done.value, own=own_segment)
             done.transfer_seconds = time.perf_counter() - start  # the parent adds its part
             if layout is not None:
                 done.value = None
