@@ -271,14 +271,20 @@ class ProcessExecutor(QueuedExecutor):
                 done.value = self._ring.view(slot, layout)
             done.transfer_seconds += time.perf_counter() - start  # for the stats
             done.nbytes = len(raw) + (nbytes if layout is not None else 0)
-            future.set_result(done)
+            result: Done | BaseException = done
         else:
-            future.set_exception(self._rebuild(message[2], worker, job))
+            result = self._rebuild(message[2], worker, job)
         if slot is not None:
             self._ring.release(slot)
-        del future, held, passed
+        # The worker's next job first: resolving the future runs its callbacks here
+        # (the first batch's slices are collated by the last one to arrive).
         with self._cond:
             self._dispatch()
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
+        del future, held, passed, result
         return True
 
     def _rebuild(self, packed: PackedError, worker: _Worker, job: Job | None) -> BaseException:
