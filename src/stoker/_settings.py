@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._collate import default_collate
-from ._config import DEFAULT_DEPTH, LoaderConfig
+from ._config import DEFAULT_DEPTH, LoaderConfig, in_flight
 from ._dataset import Dataset
 from ._iterdataset import IterDataset
 from ._typing import is_marked, may_share
@@ -116,7 +116,7 @@ def settings_for(cfg: LoaderConfig, dataset: Dataset[Any] | IterDataset[Any]) ->
     """
     mode = _mode(cfg, dataset)
     workers = mode != "inline"
-    depth = (cfg.prefetch or 2 * cfg.num_workers) if workers else 1
+    depth = in_flight(cfg.prefetch, cfg.num_workers) if workers else 1
     return Settings(
         mode=mode,
         isolated=isolated(cfg, mode, dataset),

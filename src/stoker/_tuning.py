@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+from ._config import in_flight
 from ._sizing import ThreadSizer
 
 __all__ = [
@@ -191,7 +192,7 @@ class Tuner:
         self.auto_depth = auto_depth
         self.auto_inline = auto_inline
         self.memory_budget = memory_budget
-        start = depth if depth is not None else 2 * self.num_workers
+        start = depth if depth is not None else in_flight(None, self.num_workers)
         self.decision = Decision(
             False, max(1, start), "starting: workers, as configured", self.num_workers
         )
@@ -250,7 +251,7 @@ class Tuner:
 
     def _from_inline(self, current: Decision, work: float) -> Decision:
         if work > BACK_TO_WORKERS * max(self._worker_wait, MIN_WORK_SECONDS):
-            depth = min(2 * self.workers, self.max_depth())
+            depth = min(in_flight(None, self.workers), self.max_depth())
             return Decision(
                 False,
                 depth,
@@ -292,7 +293,7 @@ class Tuner:
         n = self.sizer.workers
         depth = current.depth
         if self.auto_depth:  # two batches in flight a thread, within the budget
-            depth = max(n, min(2 * n, self.budget_batches()))
+            depth = max(n, min(in_flight(None, n), self.budget_batches()))
         return replace(current, depth=max(1, depth), reason=why, workers=n)
 
     def _from_workers(self, current: Decision, work: float, wait: float, w: Window) -> Decision:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from .._batching.pool import BufferPool
-from .._config import LoaderConfig
+from .._config import LoaderConfig, in_flight
 from .._dataset import Dataset
 from .._iterdataset import IterDataset
 from .._settings import Settings
@@ -200,7 +200,7 @@ def start_handover(mode: str, spec: WorkerSpec, cfg: LoaderConfig, settings: Set
             )
 
     # A sized thread pool starts below the count asked for: its depth follows it.
-    depth = settings.depth if sizer is None else cfg.prefetch or 2 * sizer.workers
+    depth = settings.depth if sizer is None else in_flight(cfg.prefetch, sizer.workers)
     tuner = Tuner(
         spec.num_workers,
         depth,
