@@ -8,21 +8,25 @@ worker, which dies trying to start workers of its own. stoker's workers need
 nothing from the main module: the pipeline reaches them pickled by cloudpickle,
 which ships ``__main__`` functions and classes by value.
 
-The fork server imports this module (it is in the server's preload list); from
-then on, its children named ``stoker-worker-<i>`` skip the main-module step of
-their start-up. Every other process the server starts is left as multiprocessing
-starts it. ``spawn`` children are fresh interpreters that cannot import anything
-before that step; a worker that dies while starting is reported by the executor,
-naming the missing guard.
+The fork server imports this module (it is in the server's preload list, first);
+from then on, its children named ``stoker-worker-<i>`` skip the main-module step of
+their start-up. Importing it there also gives the server the parent's ``sys.path``,
+which Python 3.11's fork server receives but does not apply, so that the modules
+preloaded after it (``preload.py``) are found where the parent found them. Every
+other process the server starts is left as multiprocessing starts it. ``spawn``
+children are fresh interpreters that cannot import anything before that step; a
+worker that dies while starting is reported by the executor, naming the missing
+guard.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from multiprocessing import spawn
 from typing import Any
 
-__all__ = ["WORKER_PREFIX", "install"]
+__all__ = ["WORKER_PREFIX", "adopt_server_path", "install"]
 
 WORKER_PREFIX = "stoker-worker-"
 """The name prefix of stoker's worker processes (``processes.py`` names them)."""
@@ -45,4 +49,19 @@ def install() -> None:
     spawn.prepare = prepare
 
 
+def adopt_server_path() -> None:
+    """In the fork server, while it imports its preload list: use the ``sys.path``
+    its parent passed (found in the frame of ``multiprocessing.forkserver.main``)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "main" and code.co_filename.endswith("forkserver.py"):
+            path = frame.f_locals.get("sys_path")
+            if isinstance(path, list) and all(isinstance(p, str) for p in path):
+                sys.path[:] = path
+            return
+        frame = frame.f_back  # type: ignore[assignment]
+
+
 install()
+adopt_server_path()

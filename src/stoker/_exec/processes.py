@@ -33,6 +33,7 @@ from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
 from .live import track
 from .merge import split_build, splits
+from .preload import preload
 from .queue import CLOSED_WHILE_BUILDING, QueuedExecutor
 from .slots import SlotRef, SlotRing, views
 from .worker import PackedError, worker_main
@@ -112,16 +113,17 @@ class ProcessExecutor(QueuedExecutor):
         self._restarts_left = max_restarts
         self._max_restarts = max_restarts
         self._ctx = multiprocessing.get_context(start_method)
-        if start_method == "forkserver":
-            # Workers forked from a server that already imported stoker start without
-            # importing it again. The main module is not preloaded: a script without
-            # a __main__ guard would run its loop in the server. mainless.py makes
-            # the server's workers skip re-running it (cloudpickle ships __main__
-            # functions by value, so workers never need it).
-            self._ctx.set_forkserver_preload(["stoker._exec.mainless", "stoker._exec.worker"])
         with sharing_for_workers():
             # multiprocessing objects (Value, Lock, Queue) travel as Process arguments.
             self._payload, self._inherited = dumps_keeping_inherited(spec)
+        if start_method == "forkserver":
+            # Workers forked from a server that already imported stoker and the
+            # pipeline's modules start without importing them again (preload.py).
+            # The main module is not preloaded: a script without a __main__ guard
+            # would run its loop in the server. mainless.py makes the server's
+            # workers skip re-running it (cloudpickle ships __main__ functions by
+            # value, so workers never need it).
+            preload(self._ctx, self._payload)
         # The payload names the shared segments of spec's in-memory sources by their
         # descriptors here, and a replacement worker attaches them whenever it starts:
         # their owners (the datasets) must live as long as these workers may.
