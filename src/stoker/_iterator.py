@@ -240,7 +240,8 @@ class LoaderIterator(Generic[B]):
         self._in_flight.window = self._window
 
     def _watched_get(self) -> tuple[Any, dict[str, Any], int]:
-        self._maybe_go_inline()  # after a batch that raised, too
+        if self._autotune is not None:
+            self._maybe_go_inline()  # after a batch that raised, too
         watchdog = self._watchdog
         if watchdog is None:
             return self._window.get()

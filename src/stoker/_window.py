@@ -312,7 +312,7 @@ class JobWindow:
         """The next item; ``StopIteration`` after the last one."""
         if self._here is not None and not self._inflight:
             if self._prefetch == 0 or (self._prefetch is None and not self._decide()):
-                return self._timed_here(self._here)
+                return self._build_here(self._here)
             self._go_ahead(self._prefetch or DEFAULT_DEPTH)
         start = time.perf_counter()
         deadline = None if self._timeout is None else start + self._timeout
@@ -401,21 +401,10 @@ class JobWindow:
         self._plans_ahead = True
         self.depth = max(1, depth)
 
-    def _timed_here(self, executor: InlineExecutor) -> Item:
-        """:meth:`_build_here`, timed: the caller waits while its batch is built."""
-        start = time.perf_counter()
-        try:
-            return self._build_here(executor)
-        finally:
-            end = time.perf_counter()
-            self.produce_seconds += end - start
-            self.wait_seconds += end - start
-            if self._prefetch is None and self._returned_at is not None:
-                self._probes.append(min(end - start, start - self._returned_at))
-            self._returned_at = end
-
     def _build_here(self, executor: InlineExecutor) -> Item:
-        """The next item, its jobs planned and built on this thread (inline executors)."""
+        """The next item, its jobs planned and built on this thread (inline executors),
+        timed: the caller waits while its batch is built."""
+        start = time.perf_counter()
         try:
             while True:
                 if self._closed:
@@ -447,6 +436,13 @@ class JobWindow:
         except KeyboardInterrupt:
             self.intact = False
             raise
+        finally:
+            end = time.perf_counter()
+            self.produce_seconds += end - start
+            self.wait_seconds += end - start
+            if self._prefetch is None and self._returned_at is not None:
+                self._probes.append(min(end - start, start - self._returned_at))
+            self._returned_at = end
 
     def _count_idle(self, now: float) -> None:
         """Add the time since the last batch was handed out during which every job in
