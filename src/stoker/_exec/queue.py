@@ -87,6 +87,8 @@ class QueuedExecutor:
                 position += 1
                 continue
             del self._pending[position]
+            if future.done():  # cancelled (or failed) while it waited: dropped unrun
+                continue
             # A job re-issued after its worker died is running already.
             if future.running() or future.set_running_or_notify_cancel():
                 return job, future
@@ -99,6 +101,8 @@ class QueuedExecutor:
                 self.broken = exc
             queued, self._pending = list(self._pending), deque()
         for _, future in queued:
+            if future.done():
+                continue
             if future.running() or future.set_running_or_notify_cancel():
                 future.set_exception(exc)
 
