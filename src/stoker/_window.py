@@ -10,21 +10,14 @@ skipped and the stats are handled here, once.
 
 Without workers, a thread may build the batches ahead of the training step: the
 window then submits its jobs to a one-thread executor
-(:class:`~stoker._exec.ahead.AheadExecutor`) like to any other. With
-``ahead=None`` it decides from the first ``_PROBES`` batches, built on the asking
-thread: it times building a batch (p) and the caller's work between two ``get()``
-calls (g, the training step). A thread can hide at most min(p, g) per batch, and
-a hand-off between threads costs ~10-30 µs on an idle interpreter and ~50 µs when
-both threads run Python (they take turns on the GIL). So the thread starts, with
-``DEFAULT_DEPTH`` batches ahead, only when the median of min(p, g) is at least
-``THREAD_THRESHOLD``; otherwise batches stay on the caller's thread, where the
-hand-off would cost more than the overlap could win.
+(:class:`~stoker._exec.ahead.AheadExecutor`) like to any other, when the first
+batches, built on the asking thread, show that it pays off
+(:func:`~stoker._exec.ahead.thread_pays_off`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -37,16 +30,13 @@ from ._deadline import remaining, timeout_error
 from ._epoch.handed import HandedOut
 from ._epoch.jobs import Wait
 from ._epoch.plan import EpochPlan, Item
-from ._exec.ahead import AheadExecutor
+from ._exec.ahead import AheadExecutor, thread_pays_off
 from ._exec.executor import Executor, cancel_future
 from ._exec.inline import DeferredFuture, InlineExecutor
 from ._exec.jobs import Done, Job, Tally
 from .errors import IteratorFailed
 
-__all__ = ["THREAD_THRESHOLD", "JobWindow"]
-
-THREAD_THRESHOLD = 200e-6
-_PROBES = 4
+__all__ = ["JobWindow"]
 
 
 def _stamp(stamps: dict[int, float], seq: int) -> Callable[[Future[Done]], None]:
@@ -383,12 +373,10 @@ class JobWindow:
 
     def _decide(self) -> bool:
         """True once the probes say a thread building ahead pays off."""
-        if len(self._probes) < _PROBES:
-            return False
-        if statistics.median(self._probes[:_PROBES]) < THREAD_THRESHOLD:
+        pays = thread_pays_off(self._probes)
+        if pays is False:
             self._prefetch = 0
-            return False
-        return True
+        return bool(pays)
 
     def _go_ahead(self, depth: int) -> None:
         """From now on, submit the jobs to a thread that builds ``depth`` ahead."""

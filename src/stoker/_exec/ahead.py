@@ -6,19 +6,47 @@ submits its jobs here instead: one daemon thread runs them, in order, with the
 inline executor's own runtime (the same builder and buffers), so that loading
 overlaps the training step. It is an executor like the others, fed by the same
 window: nothing else keeps work in flight.
+
+With ``prefetch=None`` the window decides from the first ``PROBES`` batches, built
+on the asking thread: it times building a batch (p) and the caller's work between
+two ``get()`` calls (g, the training step). A thread can hide at most min(p, g) per
+batch, and a hand-off between threads costs ~10-30 µs on an idle interpreter and
+~50 µs when both threads run Python (they take turns on the GIL). So the thread
+starts, with ``DEFAULT_DEPTH`` batches ahead, only when the median of min(p, g) is
+at least ``THREAD_THRESHOLD``; otherwise batches stay on the caller's thread, where
+the hand-off would cost more than the overlap could win.
 """
 
 from __future__ import annotations
 
+import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .executor import cancel_future
 from .jobs import Done, Job
 from .queue import QueuedExecutor
 from .threads import JOIN_SECONDS, contained
 
-__all__ = ["AheadExecutor"]
+__all__ = ["PROBES", "THREAD_THRESHOLD", "AheadExecutor", "thread_pays_off"]
+
+THREAD_THRESHOLD = 200e-6
+"""Seconds per batch a thread building ahead must be able to hide (see above)."""
+PROBES = 4
+"""Batches timed on the asking thread before the window decides."""
+
+
+def thread_pays_off(probes: Sequence[float]) -> bool | None:
+    """Whether a thread building ahead pays off, from min(building, the caller's
+    work) of the first batches; None while fewer than :data:`PROBES` were timed.
+
+    Example:
+        >>> thread_pays_off([1e-3] * 4), thread_pays_off([1e-5] * 4), thread_pays_off([1.0])
+        (True, False, None)
+    """
+    if len(probes) < PROBES:
+        return None
+    return statistics.median(probes[:PROBES]) >= THREAD_THRESHOLD
 
 
 class AheadExecutor(QueuedExecutor):
