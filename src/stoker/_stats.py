@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ._report import report
+from ._source_caches import CacheCounts, CacheLayout, SourceCache, merge_caches
 from ._tally import remote_tally, this_thread_tally
 from ._verdict import Verdict, diagnose
 
@@ -36,6 +38,8 @@ class _Clock(threading.local):
     misses = 0
     decoded_bytes = 0
     redecoded_bytes = 0
+    by_source: dict[CacheLayout, list[int]] | None = None  # a source's decodes (made on first)
+    caches: tuple[CacheCounts, ...] = ()  # by_source as SourceReads.caches, made on a change
     # The counts above as a SourceReads, made when first read after they changed:
     # read twice around every batch, they rarely change (in-memory data never).
     reads: SourceReads | None = None
@@ -48,7 +52,8 @@ class SourceReads(NamedTuple):
     """What a source's decode cache did: blocks found decoded (``hits``), blocks
     decoded (``misses``), the bytes decoded, and the part of them decoded again after
     the cache had let the same block go (a cache too small for the order read); and
-    what its remote reads did (see :class:`~stoker._tally.RemoteTally`).
+    what its remote reads did (see :class:`~stoker._tally.RemoteTally`); ``caches``:
+    the decodes again by source (see :mod:`stoker._source_caches`).
 
     Read around every batch, so it is a tuple (cheap to make), and sums or
     differences with nothing read (the usual case of in-memory data) make no new one.
@@ -67,6 +72,7 @@ class SourceReads(NamedTuple):
     truncated: int = 0
     remote_bytes: int = 0
     backoff_seconds: float = 0.0
+    caches: tuple[CacheCounts, ...] = ()
 
     def __add__(self, other: object) -> SourceReads:
         if not isinstance(other, SourceReads):
@@ -75,21 +81,44 @@ class SourceReads(NamedTuple):
             return self
         if self is NO_READS or self == NO_READS:
             return other
-        return SourceReads._make(a + b for a, b in zip(self, other, strict=True))
+        return _combine(self, other, 1)
 
     def __sub__(self, other: SourceReads) -> SourceReads:
         if self is other or self == other:
             return NO_READS
-        return SourceReads._make(a - b for a, b in zip(self, other, strict=True))
+        return _combine(self, other, -1)
+
+
+def _combine(a: SourceReads, b: SourceReads, sign: int) -> SourceReads:
+    # The same caches tuple when no block was decoded in between (the usual case).
+    same = a.caches is b.caches and sign < 0
+    return SourceReads(
+        a.hits + sign * b.hits,
+        a.misses + sign * b.misses,
+        a.decoded_bytes + sign * b.decoded_bytes,
+        a.redecoded_bytes + sign * b.redecoded_bytes,
+        a.requests + sign * b.requests,
+        a.retries + sign * b.retries,
+        a.truncated + sign * b.truncated,
+        a.remote_bytes + sign * b.remote_bytes,
+        a.backoff_seconds + sign * b.backoff_seconds,
+        () if same else merge_caches(a.caches, b.caches, sign),
+    )
 
 
 NO_READS = SourceReads()
 """Nothing read: what a job that read no source block reports (compare with ``is``)."""
 
 
-def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = False) -> None:
+def count_read(
+    hits: int = 0,
+    decoded_bytes: int | None = None,
+    again: bool = False,
+    source: CacheLayout | None = None,
+) -> None:
     """Count, on this thread, ``hits`` blocks served decoded, or one block decoded
-    (``decoded_bytes`` of it; ``again``: it had been decoded and let go before).
+    (``decoded_bytes`` of it; ``again``: it had been decoded and let go before), by
+    the decode cache of ``source`` when one is named.
     The batch builder and the workers read the sums around a fetch (:func:`source_reads`)."""
     clock = _clock
     clock.reads = None
@@ -99,6 +128,20 @@ def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = Fa
         clock.decoded_bytes += decoded_bytes
         if again:
             clock.redecoded_bytes += decoded_bytes
+        if source is not None:
+            _count_source(clock, ((source, 1, decoded_bytes, decoded_bytes if again else 0),))
+
+
+def _count_source(clock: _Clock, caches: tuple[CacheCounts, ...]) -> None:
+    by_source = clock.by_source
+    if by_source is None:
+        by_source = clock.by_source = {}
+    for layout, m, d, r in caches:
+        counts = by_source.setdefault(layout, [0, 0, 0])
+        counts[0] += m
+        counts[1] += d
+        counts[2] += r
+    clock.caches = tuple((layout, m, d, r) for layout, (m, d, r) in by_source.items())
 
 
 def add_reads(reads: SourceReads) -> None:
@@ -109,6 +152,8 @@ def add_reads(reads: SourceReads) -> None:
     clock.misses += reads.misses
     clock.decoded_bytes += reads.decoded_bytes
     clock.redecoded_bytes += reads.redecoded_bytes
+    if reads.caches:
+        _count_source(clock, reads.caches)
     if reads.requests:
         remote_tally().add(
             reads.requests, reads.retries, reads.truncated, reads.remote_bytes,
@@ -123,9 +168,12 @@ def source_reads() -> SourceReads:
     if r is None:
         reads = c.reads
         if reads is None:
-            reads = c.reads = SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes)
+            reads = c.reads = SourceReads(
+                c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, caches=c.caches
+            )
         return reads
-    return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, *r.counts())
+    counts = r.counts()
+    return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, *counts, c.caches)
 
 
 def add_transform_time(seconds: float) -> None:
@@ -227,6 +275,9 @@ class LoaderStats:
             epoch, when the cache holds what the order needs).
         redecoded_bytes: the part of ``decoded_bytes`` decoded again after the cache
             had let the same block go: the cache thrashes when it is most of it.
+        source_caches: those decodes by table source (:class:`~stoker.SourceCache`:
+            its name, its blocks, its ``cache_bytes``), for the sources whose cache
+            decoded a block; the verdict names the one that thrashes.
         slowest_batch_seconds: the longest a batch took to build (read and collate).
         slowest_batch: that batch and its sample indices, in words (None before one).
         remote_requests: requests that remote sources (fsspec URLs) sent, summed
@@ -294,6 +345,7 @@ class LoaderStats:
     isolated: bool = False
     slowest_batch_seconds: float = 0.0
     slowest_batch: str | None = None
+    source_caches: list[SourceCache] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.bottleneck:
@@ -346,108 +398,3 @@ class LoaderStats:
 
     def __str__(self) -> str:
         return report(self)
-
-
-def report(s: LoaderStats) -> str:
-    """The multi-line report of ``str(stats)`` (every line is explained in docs/stats.md)."""
-    elapsed = s.elapsed_seconds
-    verdict = s.verdict
-    if s.num_workers:
-        where = f"{s.num_workers} {s.worker_mode} workers"
-        if s.depth:
-            where += f", {s.depth} batches in flight"
-        where += (
-            f"; busy {s.worker_utilisation:.0%}"
-            + (f", CPU {s.cpu_seconds / s.work_seconds:.0%} of it" if s.work_seconds else "")
-            + f"; restarts {s.restarts}"
-        )
-    else:
-        where = f"none (built on the {s.prefetch})"
-    if s.inline_since is not None:
-        where = (
-            f"none since batch {s.inline_since:,}, built on the caller's thread "
-            f"(worker_mode='auto'); {s.num_workers} {s.worker_mode} workers before"
-        )
-    handoff = f"{_secs(s.transfer_seconds)}" + (
-        f" · queued {_secs(s.queue_seconds)}" if s.num_workers else ""
-    )
-    skipped = f"{len(s.skipped)} records" + (
-        f" (first: sample {s.skipped[0][0]}, {s.skipped[0][1][:60]})" if s.skipped else ""
-    )
-    watchdog = "quiet" if s.watchdog is None else s.watchdog.splitlines()[0][:70] + " ..."
-    lines = [
-        f"stoker: {s.batches:,} batches, {s.samples:,} samples in {_secs(elapsed)} "
-        f"({_rate(s.samples_per_second)} samples/s, {_rate(s.batches_per_second)} batches/s)",
-        f"  workers    {where}",
-        f"  waiting    first batch after {_secs(s.first_batch_seconds)} · "
-        f"loop waited for data {_secs(s.wait_seconds)} "
-        f"({_share(s.wait_seconds, elapsed)}) · loader waited for the loop "
-        f"{_secs(s.idle_seconds)} ({_share(s.idle_seconds, elapsed)})",
-        f"  stages     read {_secs(s.read_seconds)} · transforms {_secs(s.transform_seconds)}"
-        f" · collate {_secs(s.collate_seconds)} · hand-off {handoff}",
-        f"  moved      {_bytes(s.bytes_moved)} from workers · buffers "
-        f"{s.recycled_batches:,} recycled, {s.allocated_batches:,} new",
-        f"  problems   skipped {skipped} · watchdog {watchdog}",
-        *_mixture_lines(s.mixture),
-        *_cache_lines(s),
-        *_remote_lines(s),
-        f"  verdict    {verdict.kind}"
-        + (f" ({verdict.stage})" if verdict.stage else "")
-        + f": {verdict.reason}",
-    ]
-    lines += [f"  advice     {a}" for a in verdict.advice] or ["  advice     -"]
-    return "\n".join(lines)
-
-
-def _mixture_lines(mixture: list[SourceShare] | None) -> list[str]:
-    if not mixture:
-        return []
-    shares = " · ".join(f"{m.name} {m.share:.0%} (asked {m.weight:.0%})" for m in mixture)
-    return [f"  mixture    {shares}"]
-
-
-def _cache_lines(s: LoaderStats) -> list[str]:
-    if not s.cache_hits and not s.cache_misses:
-        return []
-    again = f" ({_bytes(s.redecoded_bytes)} of it again)" if s.redecoded_bytes else ""
-    return [
-        f"  cache      hits {s.cache_hit_rate:.0%} ({s.cache_hits:,} of "
-        f"{s.cache_hits + s.cache_misses:,} blocks) · decoded {_bytes(s.decoded_bytes)}{again}"
-    ]
-
-
-def _remote_lines(s: LoaderStats) -> list[str]:
-    if not s.remote_requests:
-        return []
-    truncated = f", {s.remote_truncated:,} truncated" if s.remote_truncated else ""
-    return [
-        f"  remote     {s.remote_requests:,} requests · retried {s.remote_retries:,} "
-        f"({_share(s.remote_retries, s.remote_requests)}{truncated}; waited "
-        f"{_secs(s.remote_backoff_seconds)}) · received {_bytes(s.remote_bytes)}"
-    ]
-
-
-def _secs(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} µs"
-    if seconds < 1.0:
-        return f"{seconds * 1e3:.0f} ms"
-    return f"{seconds:.2f} s"
-
-
-def _share(part: float, whole: float) -> str:
-    return f"{part / whole:.0%}" if whole > 0 else "-"
-
-
-def _rate(per_second: float) -> str:
-    for unit, size in (("M", 1e6), ("k", 1e3)):
-        if per_second >= size:
-            return f"{per_second / size:.1f} {unit}"
-    return f"{per_second:.1f}"
-
-
-def _bytes(n: int) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
