@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._source_caches import binary_size
+
 if TYPE_CHECKING:
     from ._stats import LoaderStats, SourceShare
 
@@ -83,7 +85,7 @@ def _cache_lines(s: LoaderStats) -> list[str]:
         *(
             f"             {c.name}: {c.blocks_decoded:,} decodes of its {c.blocks:,} "
             f"{c.unit} ({_bytes(c.redecoded_bytes)} again); its cache_bytes "
-            f"({_bytes(c.cache_bytes)}) holds {c.blocks_held:,}"
+            f"({binary_size(c.cache_bytes)}) holds {c.blocks_held:,}"
             for c in s.source_caches
             if c.redecoded_bytes
         ),

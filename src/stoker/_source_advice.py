@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from ._source_caches import SourceCache
+from ._source_caches import SourceCache, binary_size
 
 __all__ = ["SourceCounters", "thrash_advice", "thrashes", "throttle_advice", "throttled"]
 
@@ -55,7 +55,7 @@ def thrash_advice(s: SourceCounters, waited: str) -> tuple[str, tuple[str, ...]]
     again = s.redecoded_bytes / max(1, s.decoded_bytes)
     head = (
         f"{waited}, mostly decoding: the decode cache thrashes ({again:.0%} of the "
-        f"{_size(s.decoded_bytes)} decoded had been decoded before and let go; more "
+        f"{s.decoded_bytes / 1e6:,.1f} MB decoded had been decoded before and let go; more "
         "workers would only decode more)"
     )
     named = sorted((c for c in s.source_caches if c.redecoded_bytes), key=_most_again)
@@ -63,8 +63,8 @@ def thrash_advice(s: SourceCounters, waited: str) -> tuple[str, tuple[str, ...]]
     if not thrashing:
         return head, _ANY_SOURCE
     holds = "; ".join(
-        f"{c.name}: its cache_bytes ({_size(c.cache_bytes)}) holds {c.blocks_held:,} of its "
-        f"{c.blocks:,} {c.unit} ({_size(c.block_bytes)} each, decoded)"
+        f"{c.name}: its cache_bytes ({binary_size(c.cache_bytes)}) holds {c.blocks_held:,} of its "
+        f"{c.blocks:,} {c.unit} ({binary_size(c.block_bytes)} each, decoded)"
         for c in thrashing
     )
     advice = [fix for c in thrashing for fix in _fixes(c)]
@@ -130,10 +130,3 @@ def throttle_advice(s: SourceCounters, waited: str) -> tuple[str, tuple[str, ...
         "store for a higher request rate; a larger retry= budget only if reads fail",
     )
     return reason, advice
-
-
-def _size(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}".replace(".0 ", " ")
-    return f"{n} B"

@@ -15,7 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["CacheCounts", "CacheLayout", "SourceCache", "merge_caches", "source_caches"]
+__all__ = [
+    "CacheCounts",
+    "CacheLayout",
+    "SourceCache",
+    "binary_size",
+    "merge_caches",
+    "source_caches",
+]
 
 
 class CacheLayout(NamedTuple):
@@ -109,6 +116,19 @@ class SourceCache:
     def thrashes(self) -> bool:
         """Most of what it decoded had been decoded before and let go."""
         return self.blocks_decoded >= 4 and self.redecoded_bytes >= 0.5 * self.decoded_bytes > 0
+
+
+def binary_size(n: int) -> str:
+    """Bytes in the units cache budgets are given in (``256 << 20`` is ``256 MiB``).
+
+    Example:
+        >>> binary_size(256 << 20), binary_size(1600)
+        ('256 MiB', '1.6 KiB')
+    """
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}".replace(".0 ", " ")
+    return f"{n} B"
 
 
 def source_caches(caches: tuple[CacheCounts, ...]) -> list[SourceCache]:
