@@ -1,21 +1,28 @@
 """``LoaderStats``: where an iterator's time went, and what limits it.
 
 The counters come from the stages that already run (the batch builder, the workers,
-the job window); the report (``str(stats)``) and the verdict (``stats.verdict``,
-see ``_verdict.py``) are pure functions of them.
+the job window; what sources read is counted per thread in ``_reads.py``, whose
+names are re-exported here); the report (``str(stats)``) and the verdict
+(``stats.verdict``, see ``_verdict.py``) are pure functions of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from ._report import report
-from ._source_caches import CacheCounts, CacheLayout, SourceCache, merge_caches
-from ._tally import remote_tally, this_thread_tally
+from ._reads import (
+    NO_READS,
+    SourceReads,
+    add_reads,
+    add_transform_time,
+    count_read,
+    source_reads,
+    transform_time,
+)
+from ._source_caches import SourceCache, binary_size
 from ._verdict import Verdict, diagnose
 
 __all__ = [
@@ -32,166 +39,11 @@ __all__ = [
 ]
 
 
-class _Clock(threading.local):
-    seconds = 0.0  # each thread starts at 0 (a class default: no getattr on the hot path)
-    hits = 0
-    misses = 0
-    decoded_bytes = 0
-    redecoded_bytes = 0
-    by_source: dict[CacheLayout, list[int]] | None = None  # a source's decodes (made on first)
-    caches: tuple[CacheCounts, ...] = ()  # by_source as SourceReads.caches, made on a change
-    # The counts above as a SourceReads, made when first read after they changed:
-    # read twice around every batch, they rarely change (in-memory data never).
-    reads: SourceReads | None = None
-
-
-_clock = _Clock()
-
-
-class SourceReads(NamedTuple):
-    """What a source's decode cache did: blocks found decoded (``hits``), blocks
-    decoded (``misses``), the bytes decoded, and the part of them decoded again after
-    the cache had let the same block go (a cache too small for the order read); and
-    what its remote reads did (see :class:`~stoker._tally.RemoteTally`); ``caches``:
-    the decodes again by source (see :mod:`stoker._source_caches`).
-
-    Read around every batch, so it is a tuple (cheap to make), and sums or
-    differences with nothing read (the usual case of in-memory data) make no new one.
-
-    Example:
-        >>> (SourceReads(3, 1, 100, 0) - SourceReads(1, 1, 100, 0)).hits
-        2
-    """
-
-    hits: int = 0
-    misses: int = 0
-    decoded_bytes: int = 0
-    redecoded_bytes: int = 0
-    requests: int = 0
-    retries: int = 0
-    truncated: int = 0
-    remote_bytes: int = 0
-    backoff_seconds: float = 0.0
-    caches: tuple[CacheCounts, ...] = ()
-
-    def __add__(self, other: object) -> SourceReads:
-        if not isinstance(other, SourceReads):
-            return NotImplemented
-        if other is NO_READS or other == NO_READS:
-            return self
-        if self is NO_READS or self == NO_READS:
-            return other
-        return _combine(self, other, 1)
-
-    def __sub__(self, other: SourceReads) -> SourceReads:
-        if self is other or self == other:
-            return NO_READS
-        return _combine(self, other, -1)
-
-
-def _combine(a: SourceReads, b: SourceReads, sign: int) -> SourceReads:
-    # The same caches tuple when no block was decoded in between (the usual case).
-    same = a.caches is b.caches and sign < 0
-    return SourceReads(
-        a.hits + sign * b.hits,
-        a.misses + sign * b.misses,
-        a.decoded_bytes + sign * b.decoded_bytes,
-        a.redecoded_bytes + sign * b.redecoded_bytes,
-        a.requests + sign * b.requests,
-        a.retries + sign * b.retries,
-        a.truncated + sign * b.truncated,
-        a.remote_bytes + sign * b.remote_bytes,
-        a.backoff_seconds + sign * b.backoff_seconds,
-        () if same else merge_caches(a.caches, b.caches, sign),
-    )
-
-
-NO_READS = SourceReads()
-"""Nothing read: what a job that read no source block reports (compare with ``is``)."""
-
-
-def count_read(
-    hits: int = 0,
-    decoded_bytes: int | None = None,
-    again: bool = False,
-    source: CacheLayout | None = None,
-) -> None:
-    """Count, on this thread, ``hits`` blocks served decoded, or one block decoded
-    (``decoded_bytes`` of it; ``again``: it had been decoded and let go before), by
-    the decode cache of ``source`` when one is named.
-    The batch builder and the workers read the sums around a fetch (:func:`source_reads`)."""
-    clock = _clock
-    clock.reads = None
-    clock.hits += hits
-    if decoded_bytes is not None:
-        clock.misses += 1
-        clock.decoded_bytes += decoded_bytes
-        if again:
-            clock.redecoded_bytes += decoded_bytes
-        if source is not None:
-            _count_source(clock, ((source, 1, decoded_bytes, decoded_bytes if again else 0),))
-
-
-def _count_source(clock: _Clock, caches: tuple[CacheCounts, ...]) -> None:
-    by_source = clock.by_source
-    if by_source is None:
-        by_source = clock.by_source = {}
-    for layout, m, d, r in caches:
-        counts = by_source.setdefault(layout, [0, 0, 0])
-        counts[0] += m
-        counts[1] += d
-        counts[2] += r
-    clock.caches = tuple((layout, m, d, r) for layout, (m, d, r) in by_source.items())
-
-
-def add_reads(reads: SourceReads) -> None:
-    """Add ``reads`` counted on another thread (a part of a split gather) to this one's."""
-    clock = _clock
-    clock.reads = None
-    clock.hits += reads.hits
-    clock.misses += reads.misses
-    clock.decoded_bytes += reads.decoded_bytes
-    clock.redecoded_bytes += reads.redecoded_bytes
-    if reads.caches:
-        _count_source(clock, reads.caches)
-    if reads.requests:
-        remote_tally().add(
-            reads.requests, reads.retries, reads.truncated, reads.remote_bytes,
-            reads.backoff_seconds,
-        )  # fmt: skip
-
-
-def source_reads() -> SourceReads:
-    """This thread's :func:`count_read` and :func:`remote_tally` sums so far."""
-    c = _clock
-    r = this_thread_tally()
-    if r is None:
-        reads = c.reads
-        if reads is None:
-            reads = c.reads = SourceReads(
-                c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, caches=c.caches
-            )
-        return reads
-    counts = r.counts()
-    return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, *counts, c.caches)
-
-
-def add_transform_time(seconds: float) -> None:
-    """Add ``seconds`` spent in map functions to this thread's total (see
-    :func:`transform_time`); the batch builder and the workers read it around a fetch."""
-    _clock.seconds += seconds
-
-
 def available_cores() -> int:
     """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def transform_time() -> float:
-    """The time this thread has spent in map functions so far."""
-    return _clock.seconds
 
 
 @dataclass(frozen=True)
@@ -398,3 +250,116 @@ class LoaderStats:
 
     def __str__(self) -> str:
         return report(self)
+
+
+def report(s: LoaderStats) -> str:
+    """The multi-line report of ``str(stats)`` (every line is explained in docs/stats.md)."""
+    elapsed = s.elapsed_seconds
+    verdict = s.verdict
+    if s.num_workers:
+        where = f"{s.num_workers} {s.worker_mode} workers"
+        if s.depth:
+            where += f", {s.depth} batches in flight"
+        where += (
+            f"; busy {s.worker_utilisation:.0%}"
+            + (f", CPU {s.cpu_seconds / s.work_seconds:.0%} of it" if s.work_seconds else "")
+            + f"; restarts {s.restarts}"
+        )
+    else:
+        where = f"none (built on the {s.prefetch})"
+    if s.inline_since is not None:
+        where = (
+            f"none since batch {s.inline_since:,}, built on the caller's thread "
+            f"(worker_mode='auto'); {s.num_workers} {s.worker_mode} workers before"
+        )
+    handoff = f"{_secs(s.transfer_seconds)}" + (
+        f" · queued {_secs(s.queue_seconds)}" if s.num_workers else ""
+    )
+    skipped = f"{len(s.skipped)} records" + (
+        f" (first: sample {s.skipped[0][0]}, {s.skipped[0][1][:60]})" if s.skipped else ""
+    )
+    watchdog = "quiet" if s.watchdog is None else s.watchdog.splitlines()[0][:70] + " ..."
+    lines = [
+        f"stoker: {s.batches:,} batches, {s.samples:,} samples in {_secs(elapsed)} "
+        f"({_rate(s.samples_per_second)} samples/s, {_rate(s.batches_per_second)} batches/s)",
+        f"  workers    {where}",
+        f"  waiting    first batch after {_secs(s.first_batch_seconds)} · "
+        f"loop waited for data {_secs(s.wait_seconds)} "
+        f"({_share(s.wait_seconds, elapsed)}) · loader waited for the loop "
+        f"{_secs(s.idle_seconds)} ({_share(s.idle_seconds, elapsed)})",
+        f"  stages     read {_secs(s.read_seconds)} · transforms {_secs(s.transform_seconds)}"
+        f" · collate {_secs(s.collate_seconds)} · hand-off {handoff}",
+        f"  moved      {_bytes(s.bytes_moved)} from workers · buffers "
+        f"{s.recycled_batches:,} recycled, {s.allocated_batches:,} new",
+        f"  problems   skipped {skipped} · watchdog {watchdog}",
+        *_mixture_lines(s.mixture),
+        *_cache_lines(s),
+        *_remote_lines(s),
+        f"  verdict    {verdict.kind}"
+        + (f" ({verdict.stage})" if verdict.stage else "")
+        + f": {verdict.reason}",
+    ]
+    lines += [f"  advice     {a}" for a in verdict.advice] or ["  advice     -"]
+    return "\n".join(lines)
+
+
+def _mixture_lines(mixture: list[SourceShare] | None) -> list[str]:
+    if not mixture:
+        return []
+    shares = " · ".join(f"{m.name} {m.share:.0%} (asked {m.weight:.0%})" for m in mixture)
+    return [f"  mixture    {shares}"]
+
+
+def _cache_lines(s: LoaderStats) -> list[str]:
+    if not s.cache_hits and not s.cache_misses:
+        return []
+    again = f" ({_bytes(s.redecoded_bytes)} of it again)" if s.redecoded_bytes else ""
+    return [
+        f"  cache      hits {s.cache_hit_rate:.0%} ({s.cache_hits:,} of "
+        f"{s.cache_hits + s.cache_misses:,} blocks, {s.cache_misses:,} misses) · decoded "
+        f"{_bytes(s.decoded_bytes)}{again}",
+        *(
+            f"             {c.name}: {c.blocks_decoded:,} decodes of its {c.blocks:,} "
+            f"{c.unit} ({_bytes(c.redecoded_bytes)} again); its cache_bytes "
+            f"({binary_size(c.cache_bytes)}) holds {c.blocks_held:,}"
+            for c in s.source_caches
+            if c.redecoded_bytes
+        ),
+    ]
+
+
+def _remote_lines(s: LoaderStats) -> list[str]:
+    if not s.remote_requests:
+        return []
+    truncated = f", {s.remote_truncated:,} truncated" if s.remote_truncated else ""
+    return [
+        f"  remote     {s.remote_requests:,} requests · retried {s.remote_retries:,} "
+        f"({_share(s.remote_retries, s.remote_requests)}{truncated}; waited "
+        f"{_secs(s.remote_backoff_seconds)}) · received {_bytes(s.remote_bytes)}"
+    ]
+
+
+def _secs(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole > 0 else "-"
+
+
+def _rate(per_second: float) -> str:
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if per_second >= size:
+            return f"{per_second / size:.1f} {unit}"
+    return f"{per_second:.1f}"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
