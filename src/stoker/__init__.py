@@ -31,6 +31,7 @@ from ._sampling.random import RandomSampler as RandomSampler
 from ._sampling.sequential import SequentialSampler as SequentialSampler
 from ._sampling.tokens import TokenBatchSampler as TokenBatchSampler
 from ._sampling.weighted import WeightedSampler as WeightedSampler
+from ._source_caches import SourceCache as SourceCache
 from ._sources.arrays import from_arrays as from_arrays
 from ._sources.arrow import from_arrow as from_arrow
 from ._sources.arrow import from_pandas as from_pandas
@@ -107,6 +108,7 @@ __all__ = [
     "Sampler",
     "SequentialSampler",
     "Shard",
+    "SourceCache",
     "SourceShare",
     "StateError",
     "StokerError",

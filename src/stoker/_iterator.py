@@ -28,6 +28,7 @@ from ._exec.autotune import Autotune
 from ._exec.jobs import Job, Tally
 from ._pass import PassSpec, Reopens
 from ._progress import Monitor, stats_while_alive
+from ._source_caches import source_caches
 from ._state import BATCHES, CARRY, ahead_of
 from ._stats import LoaderStats, available_cores
 from ._watchdog import Watchdog, describe_jobs, thread_stack, timed_out
@@ -344,6 +345,7 @@ class LoaderIterator(Generic[B]):
             remote_truncated=reads.truncated,
             remote_bytes=reads.remote_bytes,
             remote_backoff_seconds=reads.backoff_seconds,
+            source_caches=source_caches(reads.caches),
         )
 
     def close(self) -> None:

@@ -1,19 +1,28 @@
 """``LoaderStats``: where an iterator's time went, and what limits it.
 
 The counters come from the stages that already run (the batch builder, the workers,
-the job window); the report (``str(stats)``) and the verdict (``stats.verdict``,
-see ``_verdict.py``) are pure functions of them.
+the job window; what sources read is counted per thread in ``_reads.py``, whose
+names are re-exported here); the report (``str(stats)``) and the verdict
+(``stats.verdict``, see ``_verdict.py``) are pure functions of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from ._tally import remote_tally, this_thread_tally
+from ._reads import (
+    NO_READS,
+    SourceReads,
+    add_reads,
+    add_transform_time,
+    count_read,
+    source_reads,
+    transform_time,
+)
+from ._source_caches import SourceCache, binary_size
 from ._verdict import Verdict, diagnose
 
 __all__ = [
@@ -30,120 +39,11 @@ __all__ = [
 ]
 
 
-class _Clock(threading.local):
-    seconds = 0.0  # each thread starts at 0 (a class default: no getattr on the hot path)
-    hits = 0
-    misses = 0
-    decoded_bytes = 0
-    redecoded_bytes = 0
-    # The counts above as a SourceReads, made when first read after they changed:
-    # read twice around every batch, they rarely change (in-memory data never).
-    reads: SourceReads | None = None
-
-
-_clock = _Clock()
-
-
-class SourceReads(NamedTuple):
-    """What a source's decode cache did: blocks found decoded (``hits``), blocks
-    decoded (``misses``), the bytes decoded, and the part of them decoded again after
-    the cache had let the same block go (a cache too small for the order read); and
-    what its remote reads did (see :class:`~stoker._tally.RemoteTally`).
-
-    Read around every batch, so it is a tuple (cheap to make), and sums or
-    differences with nothing read (the usual case of in-memory data) make no new one.
-
-    Example:
-        >>> (SourceReads(3, 1, 100, 0) - SourceReads(1, 1, 100, 0)).hits
-        2
-    """
-
-    hits: int = 0
-    misses: int = 0
-    decoded_bytes: int = 0
-    redecoded_bytes: int = 0
-    requests: int = 0
-    retries: int = 0
-    truncated: int = 0
-    remote_bytes: int = 0
-    backoff_seconds: float = 0.0
-
-    def __add__(self, other: object) -> SourceReads:
-        if not isinstance(other, SourceReads):
-            return NotImplemented
-        if other is NO_READS or other == NO_READS:
-            return self
-        if self is NO_READS or self == NO_READS:
-            return other
-        return SourceReads._make(a + b for a, b in zip(self, other, strict=True))
-
-    def __sub__(self, other: SourceReads) -> SourceReads:
-        if self is other or self == other:
-            return NO_READS
-        return SourceReads._make(a - b for a, b in zip(self, other, strict=True))
-
-
-NO_READS = SourceReads()
-"""Nothing read: what a job that read no source block reports (compare with ``is``)."""
-
-
-def count_read(hits: int = 0, decoded_bytes: int | None = None, again: bool = False) -> None:
-    """Count, on this thread, ``hits`` blocks served decoded, or one block decoded
-    (``decoded_bytes`` of it; ``again``: it had been decoded and let go before).
-    The batch builder and the workers read the sums around a fetch (:func:`source_reads`)."""
-    clock = _clock
-    clock.reads = None
-    clock.hits += hits
-    if decoded_bytes is not None:
-        clock.misses += 1
-        clock.decoded_bytes += decoded_bytes
-        if again:
-            clock.redecoded_bytes += decoded_bytes
-
-
-def add_reads(reads: SourceReads) -> None:
-    """Add ``reads`` counted on another thread (a part of a split gather) to this one's."""
-    clock = _clock
-    clock.reads = None
-    clock.hits += reads.hits
-    clock.misses += reads.misses
-    clock.decoded_bytes += reads.decoded_bytes
-    clock.redecoded_bytes += reads.redecoded_bytes
-    if reads.requests:
-        remote_tally().add(
-            reads.requests, reads.retries, reads.truncated, reads.remote_bytes,
-            reads.backoff_seconds,
-        )  # fmt: skip
-
-
-def source_reads() -> SourceReads:
-    """This thread's :func:`count_read` and :func:`remote_tally` sums so far."""
-    c = _clock
-    r = this_thread_tally()
-    if r is None:
-        reads = c.reads
-        if reads is None:
-            reads = c.reads = SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes)
-        return reads
-    return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, *r.counts())
-
-
-def add_transform_time(seconds: float) -> None:
-    """Add ``seconds`` spent in map functions to this thread's total (see
-    :func:`transform_time`); the batch builder and the workers read it around a fetch."""
-    _clock.seconds += seconds
-
-
 def available_cores() -> int:
     """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def transform_time() -> float:
-    """The time this thread has spent in map functions so far."""
-    return _clock.seconds
 
 
 @dataclass(frozen=True)
@@ -227,6 +127,9 @@ class LoaderStats:
             epoch, when the cache holds what the order needs).
         redecoded_bytes: the part of ``decoded_bytes`` decoded again after the cache
             had let the same block go: the cache thrashes when it is most of it.
+        source_caches: those decodes by table source (:class:`~stoker.SourceCache`:
+            its name, its blocks, its ``cache_bytes``), for the sources whose cache
+            decoded a block; the verdict names the one that thrashes.
         slowest_batch_seconds: the longest a batch took to build (read and collate).
         slowest_batch: that batch and its sample indices, in words (None before one).
         remote_requests: requests that remote sources (fsspec URLs) sent, summed
@@ -294,6 +197,7 @@ class LoaderStats:
     isolated: bool = False
     slowest_batch_seconds: float = 0.0
     slowest_batch: str | None = None
+    source_caches: list[SourceCache] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.bottleneck:
@@ -412,7 +316,15 @@ def _cache_lines(s: LoaderStats) -> list[str]:
     again = f" ({_bytes(s.redecoded_bytes)} of it again)" if s.redecoded_bytes else ""
     return [
         f"  cache      hits {s.cache_hit_rate:.0%} ({s.cache_hits:,} of "
-        f"{s.cache_hits + s.cache_misses:,} blocks) · decoded {_bytes(s.decoded_bytes)}{again}"
+        f"{s.cache_hits + s.cache_misses:,} blocks, {s.cache_misses:,} misses) · decoded "
+        f"{_bytes(s.decoded_bytes)}{again}",
+        *(
+            f"             {c.name}: {c.blocks_decoded:,} decodes of its {c.blocks:,} "
+            f"{c.unit} ({_bytes(c.redecoded_bytes)} again); its cache_bytes "
+            f"({binary_size(c.cache_bytes)}) holds {c.blocks_held:,}"
+            for c in s.source_caches
+            if c.redecoded_bytes
+        ),
     ]
 
 

@@ -8,8 +8,9 @@ checked on made-up numbers as well as on real loaders. The rules, in order:
   (after its first batch: starting workers and filling the window happen once);
 * **input-bound** otherwise, and then, when reading dominates and a table source's
   decode cache decoded most of its bytes again after letting the same blocks go
-  (the cache thrashes), what makes the blocks stay decoded (more workers would
-  only decode more); when reading dominates and a remote store answered many
+  (the cache thrashes), the sources whose blocks were decoded again and what keeps
+  each one's blocks decoded (``_source_advice.py``; more workers would only decode
+  more); when reading dominates and a remote store answered many
   requests with throttling or failures (retried: 5 % of the requests or more), the
   store is the limit (more workers would only add to the storm); else:
 
@@ -37,6 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ._source_advice import SourceCounters, thrash_advice, thrashes, throttle_advice, throttled
+
 __all__ = ["INPUT_BOUND_SHARE", "Counters", "Verdict", "diagnose"]
 
 INPUT_BOUND_SHARE = 0.2
@@ -52,7 +55,7 @@ _STALL_RATIO = 10.0  # this many times the others' average, is a stall
 Kind = Literal["input-bound", "compute-bound", "unknown"]
 
 
-class Counters(Protocol):
+class Counters(SourceCounters, Protocol):
     """The counters the verdict reads: a :class:`~stoker.LoaderStats` has them all."""
 
     @property
@@ -89,18 +92,6 @@ class Counters(Protocol):
     def workers_sized(self) -> bool: ...
     @property
     def inline_since(self) -> int | None: ...
-    @property
-    def cache_misses(self) -> int: ...
-    @property
-    def decoded_bytes(self) -> int: ...
-    @property
-    def redecoded_bytes(self) -> int: ...
-    @property
-    def remote_requests(self) -> int: ...
-    @property
-    def remote_retries(self) -> int: ...
-    @property
-    def remote_backoff_seconds(self) -> float: ...
     @property
     def isolated(self) -> bool: ...
     @property
@@ -157,10 +148,10 @@ def diagnose(s: Counters) -> Verdict:
     if share <= INPUT_BOUND_SHARE:
         return _compute_bound(s, share)
     waited = f"the loop waited for data {share:.0%} of the time"
-    if stage == "read" and _thrashes(s):
-        return _cache_thrash(s, waited)
-    if stage == "read" and _throttled(s):
-        return _throttle(s, waited)
+    if stage == "read" and thrashes(s):
+        return Verdict("input-bound", "read", *thrash_advice(s, waited))
+    if stage == "read" and throttled(s):
+        return Verdict("input-bound", "read", *throttle_advice(s, waited))
     stall = _stall(s, waited, stage, wait)
     if stall is not None:
         return stall
@@ -201,61 +192,6 @@ def dominant_stage(s: Counters) -> str:
         "hand-off": s.transfer_seconds,
     }
     return max(stages, key=lambda k: stages[k])
-
-
-_THRASH = 0.5  # share of the bytes decoded that were decoded before: a thrashing cache
-
-
-def _thrashes(s: Counters) -> bool:
-    """A decode cache that decoded most of its bytes again (blocks let go, then read)."""
-    return s.cache_misses >= 4 and s.redecoded_bytes >= _THRASH * s.decoded_bytes > 0
-
-
-def _cache_thrash(s: Counters, waited: str) -> Verdict:
-    again = s.redecoded_bytes / s.decoded_bytes
-    reason = (
-        f"{waited}, mostly decoding: the source's decode cache thrashes ({again:.0%} of the "
-        f"{s.decoded_bytes / 1e6:,.0f} MB decoded had been decoded before and let go; more "
-        "workers would only decode more)"
-    )
-    return Verdict(
-        "input-bound",
-        "read",
-        reason,
-        (
-            "keep the decoded data: for Parquet, the default cache_dir='auto' writes a decoded "
-            "copy once when the disk has room, or pass cache_dir=<a local folder with room>",
-            "or cache_bytes= larger than the decoded columns read (from_parquet, from_sqlite: "
-            "per process, the process's one decode cache takes the largest asked for)",
-            "or read a few blocks at a time, for every table source (Parquet row groups, "
-            "SQLite rowid ranges, JSONL/CSV line runs, Lance and Arrow fragments, HF and "
-            "Arrow table slices): sampler=ds.shuffle_sampler(seed) (blocks in random order, "
-            "shuffled within a window: not a full permutation)",
-        ),
-    )
-
-
-_THROTTLED = 0.05  # share of remote requests retried above which the store is the limit
-
-
-def _throttled(s: Counters) -> bool:
-    """A remote store that throttled or failed many of the requests (they were retried)."""
-    return s.remote_retries >= 3 and s.remote_retries >= _THROTTLED * s.remote_requests
-
-
-def _throttle(s: Counters, waited: str) -> Verdict:
-    retried = s.remote_retries / max(1, s.remote_requests)
-    reason = (
-        f"{waited}, reading from a remote store that throttles or fails: {retried:.0%} of "
-        f"{s.remote_requests:,} requests retried, {s.remote_backoff_seconds:.1f} s waited"
-    )
-    advice = (
-        "lower concurrency= on the source: the store answers 429/503 when asked too fast, "
-        "and more workers would only add requests",
-        "or keep the data nearer (a local copy, from_parquet's cache_dir=), or ask the "
-        "store for a higher request rate; a larger retry= budget only if reads fail",
-    )
-    return Verdict("input-bound", "read", reason, advice)
 
 
 def _cpu_work(s: Counters) -> bool:

@@ -136,11 +136,33 @@ def test_tar_shards_every_sample_once_and_resume(store, mode, workers):
     it = iter(sk.DataLoader(ds, **kwargs))
     assert _keys(list(it)) == _keys(clean)
     assert faults.count("truncate") + faults.count("reset") > 0
-    if workers:  # streams read without workers do not report their reads (yet)
-        assert it.stats().remote_retries >= faults.count("truncate")
+    assert it.stats().remote_retries >= faults.count("truncate")
     if mode != "process":
         _storm(faults, seed=4)
         assert_resumes_exactly(sk.DataLoader(ds, **kwargs), epochs=1, max_stops=3)
+
+
+@pytest.mark.parametrize("prefetch", [None, 2])
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_a_stream_read_without_workers_reports_its_remote_reads(store, prefetch, shuffled):
+    """num_workers=0, on the caller's thread or one reading ahead: the stream's reads
+    are counted in it.stats() as with workers (requests, 429s retried, bytes)."""
+    url, _, faults = store
+    ds = sk.from_tar_shards([f"{url}/shard-{s}.tar" for s in range(4)], retry=FAST)
+    if shuffled:
+        ds = ds.shuffle(8, seed=0)
+    faults.reset(rates={"throttle": 0.3, "throttle_after": 0.1}, seed=2, always=frozenset())
+    it = iter(sk.DataLoader(ds, batch_size=3, collate_fn=list, prefetch=prefetch))
+    assert len(_keys(list(it))) == 20
+    stats = it.stats()
+    ranged = [(path, fault) for m, path, r, fault in faults.log if m == "GET" and r]
+    throttled = sum(1 for _, fault in ranged if fault is not None)
+    assert throttled > 0  # the store answered 429 to some reads of the shards
+    assert stats.num_workers == 0
+    assert stats.remote_requests >= len(ranged)
+    assert stats.remote_retries >= throttled
+    assert stats.remote_bytes >= sum((store[1] / f"shard-{s}.tar").stat().st_size for s in range(4))
+    assert "remote" in str(stats)
 
 
 def test_parquet_under_the_storm_reads_the_local_rows(store):

@@ -162,7 +162,12 @@ def test_the_verdict_names_a_thrashing_decode_cache(tmp_path):
     assert verdict.kind == "input-bound"
     assert verdict.stage == "read"
     assert "thrashes" in verdict.reason
-    assert "cache_dir" in verdict.advice[0]
+    # The one row group (decoded larger than cache_bytes=1) named, and its fixes.
+    assert "from_parquet('t.parquet'): its cache_bytes (1 B) holds 0 of its 1 row groups" in (
+        verdict.reason
+    )
+    assert verdict.advice[0].startswith("from_parquet('t.parquet'): cache_bytes=")
+    assert any("cache_dir=" in a for a in verdict.advice)
     assert not any("more workers" in a for a in verdict.advice)
     it.close()
 

@@ -10,7 +10,7 @@ import numpy as np
 from .._shm import is_sharing
 from ..errors import ConfigError
 from .arrow_blocks import ArrowBlocks
-from .blocks import BlockTable
+from .blocks import BlockTable, check_cache_bytes
 from .columns import Columns
 from .decode_cache import DEFAULT_CACHE_BYTES
 from .extras import require
@@ -60,11 +60,13 @@ class ArrowDataset(ArrowBlocks):
 
     _transient: ClassVar[tuple[str, ...]] = (*ArrowBlocks._transient, "_shared")
 
-    def __init__(self, table: Any, columns: list[str], what: str) -> None:
+    def __init__(
+        self, table: Any, columns: list[str], what: str, cache_bytes: int = DEFAULT_CACHE_BYTES
+    ) -> None:
         self._table = table.select(columns)
         self._what = what
         self._shared: SharedArray | None = None
-        self._arrow_blocks(int(self._table.num_rows))
+        self._arrow_blocks(int(self._table.num_rows), cache_bytes)
 
     def __len__(self) -> int:
         return int(self._table.num_rows)
@@ -80,6 +82,11 @@ class ArrowDataset(ArrowBlocks):
 
     def _arrow_table(self) -> Any:
         return self._table
+
+    def _source_name(self) -> str:
+        kind = self._what.split()[-2].lower()  # "a Polars DataFrame" -> polars
+        maker = f"from_{kind}" if kind in ("polars", "pandas") else "from_arrow"
+        return f"{maker}({self._what} of {len(self):,} rows)"
 
     def _column_lengths(self, key: str) -> Any:
         from .lengths import arrow_lengths
@@ -122,8 +129,11 @@ class ScannedDataset(BlockTable):
     """
 
     _handle_per_thread: ClassVar[bool] = False  # the handle: the fragments, listed once
+    _block_unit: ClassVar[str] = "fragment pieces"
 
-    def __init__(self, dataset: Any, columns: list[str]) -> None:
+    def __init__(
+        self, dataset: Any, columns: list[str], cache_bytes: int = DEFAULT_CACHE_BYTES
+    ) -> None:
         from .arrow_blocks import BLOCK_ROWS
 
         self._dataset = dataset
@@ -136,7 +146,7 @@ class ScannedDataset(BlockTable):
                 sizes.append(min(BLOCK_ROWS, rows - first))
                 self._pieces.append((number, first))
         self._len = sum(sizes)
-        self._set_blocks(sizes, DEFAULT_CACHE_BYTES)
+        self._set_blocks(sizes, cache_bytes)
 
     def __len__(self) -> int:
         return self._len
@@ -144,6 +154,9 @@ class ScannedDataset(BlockTable):
     @property
     def columns(self) -> list[str]:
         return list(self._columns)
+
+    def _source_name(self) -> str:
+        return f"from_arrow(a pyarrow dataset of {self._len:,} rows)"
 
     def _open_handle(self) -> list[Any]:
         return list(self._dataset.get_fragments())
@@ -171,7 +184,7 @@ def _local_parquet_files(dataset: Any) -> list[str] | None:
 
 
 def from_arrow(
-    table: Any, columns: Sequence[str] | None = None
+    table: Any, columns: Sequence[str] | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES
 ) -> ArrowDataset | ParquetDataset | ScannedDataset:
     """A map-style dataset over an Arrow ``Table``, ``RecordBatch`` or ``pyarrow.dataset.Dataset``.
 
@@ -182,6 +195,11 @@ def from_arrow(
     Args:
         table: the data.
         columns: the columns to read (default: all), in record order.
+        cache_bytes: the most this dataset's decoded blocks (row groups of local
+            Parquet files, else runs of up to 65,536 rows) take in the decode cache
+            of each process that reads it (default 256 MiB); the process's one cache
+            holds all its table sources' blocks within the largest of their
+            ``cache_bytes``.
 
     Example:
         >>> import pyarrow as pa
@@ -191,8 +209,10 @@ def from_arrow(
 
     Errors:
         ConfigError: not an Arrow table, record batch or dataset; a column that does not
-            exist (the message names those that do); a column type stoker cannot batch.
+            exist (the message names those that do); a column type stoker cannot batch;
+            a ``cache_bytes`` that is not an int >= 0.
     """
+    check_cache_bytes(cache_bytes)
     pa = require("pyarrow", "arrow")
     ds = require("pyarrow.dataset", "arrow")
     from .arrow_columns import check_schema
@@ -203,15 +223,15 @@ def from_arrow(
         chosen = check_schema(table.schema, columns, "the Arrow dataset")
         files = _local_parquet_files(table)
         if files:
-            return from_parquet(files, chosen)
-        return ScannedDataset(table, chosen)
+            return from_parquet(files, chosen, cache_bytes=cache_bytes)
+        return ScannedDataset(table, chosen, cache_bytes)
     if not isinstance(table, pa.Table):
         raise ConfigError(
             "from_arrow() needs a pyarrow.Table, RecordBatch or pyarrow.dataset.Dataset, "
             f"got {type(table).__name__}{_frame_hint(table)}"
         )
     chosen = check_schema(table.schema, columns, "the Arrow table")
-    return ArrowDataset(table, chosen, "an Arrow table")
+    return ArrowDataset(table, chosen, "an Arrow table", cache_bytes)
 
 
 def _frame_hint(obj: object) -> str:
@@ -227,11 +247,21 @@ def frame_kind(obj: object) -> str | None:
     return None
 
 
-def from_polars(df: Any, columns: Sequence[str] | None = None) -> ArrowDataset:
+def from_polars(
+    df: Any, columns: Sequence[str] | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES
+) -> ArrowDataset:
     """A map-style dataset over the rows of a Polars ``DataFrame`` (``stoker[polars]``).
 
     The frame is viewed as Arrow (``DataFrame.to_arrow``, without copying numeric
     columns); records are dicts column -> value, batches dicts column -> array.
+
+    Args:
+        df: the frame.
+        columns: the columns to read (default: all), in record order.
+        cache_bytes: the most this dataset's decoded blocks (runs of up to 65,536
+            rows) take in the decode cache of each process that reads it (default
+            256 MiB); the process's one cache holds all its table sources' blocks
+            within the largest of their ``cache_bytes``.
 
     Example:
         >>> import polars as pl
@@ -241,8 +271,10 @@ def from_polars(df: Any, columns: Sequence[str] | None = None) -> ArrowDataset:
 
     Errors:
         ConfigError: not a Polars DataFrame (a LazyFrame: ``collect()`` it first); a
-            column that does not exist; a column type stoker cannot batch.
+            column that does not exist; a column type stoker cannot batch; a
+            ``cache_bytes`` that is not an int >= 0.
     """
+    check_cache_bytes(cache_bytes)
     pl = require("polars", "polars")
     from .arrow_columns import check_schema
 
@@ -252,14 +284,24 @@ def from_polars(df: Any, columns: Sequence[str] | None = None) -> ArrowDataset:
         raise ConfigError(f"from_polars() needs a polars.DataFrame, got {type(df).__name__}")
     table = df.to_arrow()
     chosen = check_schema(table.schema, columns, "the Polars DataFrame")
-    return ArrowDataset(table, chosen, "a Polars DataFrame")
+    return ArrowDataset(table, chosen, "a Polars DataFrame", cache_bytes)
 
 
-def from_pandas(df: Any, columns: Sequence[str] | None = None) -> ArrowDataset:
+def from_pandas(
+    df: Any, columns: Sequence[str] | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES
+) -> ArrowDataset:
     """A map-style dataset over the rows of a pandas ``DataFrame`` (``stoker[pandas]``).
 
     The frame is converted to Arrow once (``pyarrow.Table.from_pandas``, without its
     index); records are dicts column -> value, batches dicts column -> array.
+
+    Args:
+        df: the frame.
+        columns: the columns to read (default: all), in record order.
+        cache_bytes: the most this dataset's decoded blocks (runs of up to 65,536
+            rows) take in the decode cache of each process that reads it (default
+            256 MiB); the process's one cache holds all its table sources' blocks
+            within the largest of their ``cache_bytes``.
 
     Example:
         >>> import pandas as pd
@@ -269,8 +311,10 @@ def from_pandas(df: Any, columns: Sequence[str] | None = None) -> ArrowDataset:
 
     Errors:
         ConfigError: not a pandas DataFrame; a column that does not exist; a column
-            stoker cannot batch (Python objects Arrow cannot type, nested lists).
+            stoker cannot batch (Python objects Arrow cannot type, nested lists); a
+            ``cache_bytes`` that is not an int >= 0.
     """
+    check_cache_bytes(cache_bytes)
     pd = require("pandas", "pandas")
     pa = require("pyarrow", "arrow")
     from .arrow_columns import check_schema
@@ -286,4 +330,4 @@ def from_pandas(df: Any, columns: Sequence[str] | None = None) -> ArrowDataset:
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ConfigError(f"the pandas DataFrame has a column Arrow cannot type: {exc}") from exc
     chosen = check_schema(table.schema, None, "the pandas DataFrame")
-    return ArrowDataset(table, chosen, "a pandas DataFrame")
+    return ArrowDataset(table, chosen, "a pandas DataFrame", cache_bytes)

@@ -76,6 +76,7 @@ class ArrowBlocks(BlockTable):
 
     _reads_rows: ClassVar[bool] = True
     _handle_per_thread: ClassVar[bool] = False  # the handle: the table's chunks, listed once
+    _block_unit: ClassVar[str] = "table slices"
 
     def _open_handle(self) -> Chunks:
         return Chunks(self._arrow_table())

@@ -26,6 +26,7 @@ everything else lives here, once:
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import uuid
 import weakref
@@ -35,13 +36,14 @@ import numpy as np
 
 from .._context import Context
 from .._sampling.chunked import ChunkedShuffleSampler
-from ..errors import RecordValueError
+from .._source_caches import CacheLayout
+from ..errors import ConfigError, RecordValueError
 from .block_gather import gather_batch, join_blocks, split_blocks, take_columns, which_blocks
 from .columns import Columns, Ragged, column_batch, columns_nbytes
 from .decode_cache import DecodeCache, count_decode, count_hits, process_cache
 from .table import TableDataset
 
-__all__ = ["BlockTable"]
+__all__ = ["BlockTable", "check_cache_bytes", "source_name"]
 
 DENSITY = 16
 """A batch with fewer rows than this per block it touches is read row by row (by a
@@ -51,6 +53,33 @@ _ABSENT = -(1 << 62)
 """The shift of a block not joined: any record's index plus it is negative."""
 
 _FIRST = threading.Lock()  # guards the first creation of a dataset's per-process parts
+
+
+def check_cache_bytes(cache_bytes: object) -> int:
+    """``cache_bytes`` as every table source takes it: an int >= 0 (bytes).
+
+    Example:
+        >>> check_cache_bytes(64 << 20)
+        67108864
+    """
+    if not isinstance(cache_bytes, int) or isinstance(cache_bytes, bool) or cache_bytes < 0:
+        raise ConfigError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
+    return cache_bytes
+
+
+def source_name(maker: str, paths: list[str]) -> str:
+    """A file source in words, for the stats: ``from_parquet('t.parquet')`` (the first
+    file's name, and how many more).
+
+    Example:
+        >>> source_name("from_csv", ["/data/a.csv", "/data/b.csv"])
+        "from_csv('a.csv' and 1 more)"
+    """
+    if not paths:
+        return f"{maker}()"
+    first = os.path.basename(paths[0].rstrip("/")) or paths[0]
+    more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+    return f"{maker}({first!r}{more})"
 
 
 class _Handles:
@@ -97,6 +126,8 @@ class BlockTable(TableDataset):
     _transient: ClassVar[tuple[str, ...]] = ("_handles", "_bad", "_key", "_window")
     _handle_per_thread: ClassVar[bool] = True
     _reads_rows: ClassVar[bool] = False  # whether _read_rows reads rows where they lie
+    _block_unit: ClassVar[str] = "blocks"  # what its blocks are, in the stats' words
+    _decoded_copy: ClassVar[bool] = False  # it can keep a decoded copy on disk (cache_dir=)
 
     _handles: _Handles | None
     _bad: set[int] | None  # blocks whose decode failed (read row by row from then on)
@@ -132,6 +163,10 @@ class BlockTable(TableDataset):
     def _read_rows(self, indices: np.ndarray) -> Columns:
         """The rows at ``indices`` read where they lie (formats with ``_reads_rows``)."""
         raise NotImplementedError
+
+    def _source_name(self) -> str:
+        """How the source was built, in words, for the stats and the verdict."""
+        return type(self).__name__
 
     # The protocol.
 
@@ -210,7 +245,14 @@ class BlockTable(TableDataset):
                 key = self._key
                 if key is None:
                     key = uuid.uuid4().hex
-                    cache.register(key, self._cache_bytes)
+                    layout = CacheLayout(
+                        self._source_name(),
+                        self._block_unit,
+                        self._block_count,
+                        self._cache_bytes,
+                        self._decoded_copy,
+                    )
+                    cache.register(key, self._cache_bytes, layout)
                     weakref.finalize(self, cache.release, key)
                     self._key = key
         return cache, key

@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import ConfigError, NotSupportedError, RecordValueError
+from .blocks import check_cache_bytes
 from .columns import Column, Columns
+from .decode_cache import DEFAULT_CACHE_BYTES
 from .line_index import record_spans
 from .lines import SAMPLE_RECORDS, LinesDataset, line_files
 
@@ -32,6 +34,8 @@ class CsvDataset(LinesDataset):
         (2, 1, 'Smith, J', {'id': 'int', 'name': 'str'})
     """
 
+    _maker: ClassVar[str] = "from_csv"
+
     def __init__(
         self,
         paths: list[str],
@@ -40,8 +44,9 @@ class CsvDataset(LinesDataset):
         kinds: list[str],
         options: dict[str, Any],
         encoding: str,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
-        super().__init__(paths, spans, columns, kinds)
+        super().__init__(paths, spans, columns, kinds, cache_bytes)
         self._options = options
         self._encoding = encoding
 
@@ -106,6 +111,7 @@ def from_csv(
     *,
     dtypes: Mapping[str, str] | None = None,
     encoding: str = "utf-8",
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
     **options: Any,
 ) -> CsvDataset:
     """A map-style dataset over the records of CSV files whose first row is a header.
@@ -124,6 +130,10 @@ def from_csv(
             matches sorted); every file starts with the same header row.
         dtypes: column -> ``"int"``, ``"float"`` or ``"str"``.
         encoding: the files' text encoding.
+        cache_bytes: the most this dataset's decoded blocks (runs of lines) take in the
+            decode cache of each process that reads it (default 256 MiB); the
+            process's one cache holds all its table sources' blocks within the
+            largest of their ``cache_bytes``.
         **options: passed to :func:`csv.reader` (``delimiter``, ``quotechar``,
             ``skipinitialspace``, ``strict``, ...).
 
@@ -142,9 +152,11 @@ def from_csv(
     Errors:
         ConfigError: a missing file, an empty glob, a file without a header, files
             whose headers differ, options ``csv.reader`` refuses, ``dtypes`` naming a
-            column that does not exist or a kind other than int, float, str.
+            column that does not exist or a kind other than int, float, str, a
+            ``cache_bytes`` that is not an int >= 0.
         NotSupportedError: ``escapechar`` or ``doublequote=False``.
     """
+    check_cache_bytes(cache_bytes)
     try:
         dialect = csv.reader([], **options).dialect
     except (TypeError, csv.Error) as exc:
@@ -196,4 +208,4 @@ def from_csv(
         chosen.get(name) or _csv_kind([r[k] for r in sample if len(r) == width])
         for k, name in enumerate(header)
     ]
-    return CsvDataset(files, spans, header, kinds, dict(options), encoding)
+    return CsvDataset(files, spans, header, kinds, dict(options), encoding, cache_bytes)

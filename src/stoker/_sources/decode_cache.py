@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from .._source_caches import CacheLayout
 from .._stats import count_read
 
 __all__ = [
@@ -64,6 +65,7 @@ class DecodeCache:
         self._blocks: OrderedDict[tuple[Hashable, Hashable], tuple[Any, int]] = OrderedDict()
         self._pending: dict[tuple[Hashable, Hashable], Future[Any]] = {}
         self._budgets: dict[Hashable, int] = {}  # owner -> its budget
+        self._layouts: dict[Hashable, CacheLayout] = {}  # owner -> what the stats call it
         self._held: dict[Hashable, int] = {}  # owner -> bytes it holds
         self._seen: set[tuple[Hashable, Hashable]] = set()  # keys decoded once
         self._bytes = 0
@@ -74,10 +76,13 @@ class DecodeCache:
         with self._lock:
             return max(self._budgets.values(), default=DEFAULT_CACHE_BYTES)
 
-    def register(self, owner: Hashable, budget: int) -> None:
-        """Let ``owner`` keep up to ``budget`` bytes of blocks (idempotent)."""
+    def register(self, owner: Hashable, budget: int, layout: CacheLayout | None = None) -> None:
+        """Let ``owner`` keep up to ``budget`` bytes of blocks (idempotent); its decodes
+        are counted under ``layout`` too, when given (``it.stats().source_caches``)."""
         with self._lock:
             self._budgets[owner] = budget
+            if layout is not None:
+                self._layouts[owner] = layout
 
     def release(self, owner: Hashable) -> None:
         """Drop ``owner``'s blocks and budget (a source that is gone)."""
@@ -86,6 +91,7 @@ class DecodeCache:
                 self._bytes -= self._blocks.pop(key)[1]
             self._seen = {k for k in self._seen if k[0] != owner}
             self._budgets.pop(owner, None)
+            self._layouts.pop(owner, None)
             self._held.pop(owner, None)
 
     def held_keys(self) -> list[tuple[Hashable, Hashable]]:
@@ -153,7 +159,8 @@ class DecodeCache:
             again = key in self._seen
             self._seen.add(key)
             self._keep(key, block, nbytes)
-        count_decode(nbytes, again)
+            layout = self._layouts.get(key[0])
+        count_read(decoded_bytes=nbytes, again=again, source=layout)
         pending.set_result(block)
         return block
 

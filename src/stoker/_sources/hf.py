@@ -24,6 +24,8 @@ from .._iterdataset import Cursor, StreamNode, parent_state, state_count
 from .._shm import is_sharing
 from ..errors import ConfigError, MissingExtra, StateError
 from .arrow_blocks import ArrowBlocks
+from .blocks import check_cache_bytes
+from .decode_cache import DEFAULT_CACHE_BYTES
 from .extras import require
 from .shared import SharedArray, share_lock
 
@@ -113,7 +115,12 @@ class HFDataset(ArrowBlocks):
     _transient: ClassVar[tuple[str, ...]] = (*ArrowBlocks._transient, "_table", "_shared_index")
 
     def __init__(
-        self, data: Any, columns: list[str], index: np.ndarray | None, index_data: Any
+        self,
+        data: Any,
+        columns: list[str],
+        index: np.ndarray | None,
+        index_data: Any,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self._columns = columns
         if _file_backed(data):
@@ -132,7 +139,7 @@ class HFDataset(ArrowBlocks):
         self._len = int(data.num_rows if index is None else len(index))
         self._table: Any = None
         self._shared_index: SharedArray | None = None
-        self._arrow_blocks(self._len)
+        self._arrow_blocks(self._len, cache_bytes)
 
     def __len__(self) -> int:
         return self._len
@@ -150,6 +157,9 @@ class HFDataset(ArrowBlocks):
                 table = self._data.table.select(self._columns)
             self._table = table
         return table
+
+    def _source_name(self) -> str:
+        return f"from_hf(a Dataset of {self._len:,} rows)"
 
     def _table_rows(self, indices: np.ndarray) -> np.ndarray | None:
         index = self._index
@@ -340,7 +350,9 @@ class HFStream(StreamNode[Record]):
         return f"HFStream(columns={self._columns})"
 
 
-def from_hf(dataset: Any, columns: Sequence[str] | None = None) -> HFDataset | HFStream:
+def from_hf(
+    dataset: Any, columns: Sequence[str] | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES
+) -> HFDataset | HFStream:
     """A dataset over a HuggingFace ``datasets.Dataset`` or ``IterableDataset``.
 
     Needs ``pip install 'stoker[hf]'``. Records are dicts column -> value (numbers as
@@ -360,6 +372,10 @@ def from_hf(dataset: Any, columns: Sequence[str] | None = None) -> HFDataset | H
         dataset: a ``datasets.Dataset`` or ``datasets.IterableDataset`` (one split, not
             a ``DatasetDict``).
         columns: the columns to read (default: all), in record order.
+        cache_bytes: the most this dataset's decoded blocks (runs of up to 65,536
+            rows) take in the decode cache of each process that reads it (default
+            256 MiB); the process's one cache holds all its table sources' blocks
+            within the largest of their ``cache_bytes``. A stream has no blocks.
 
     Returns:
         An :class:`HFDataset` or an :class:`HFStream`.
@@ -376,10 +392,12 @@ def from_hf(dataset: Any, columns: Sequence[str] | None = None) -> HFDataset | H
             does not exist (the message names those that do); a column stoker cannot
             batch, such as ``Image``, ``Audio`` or nested features (the message names
             the column, its Arrow type and its feature); a transform set with
-            ``set_transform`` / ``with_transform``, which stoker cannot apply.
+            ``set_transform`` / ``with_transform``, which stoker cannot apply; a
+            ``cache_bytes`` that is not an int >= 0.
         MissingExtra: ``datasets`` is not installed.
     """
     hfd = require("datasets", "hf")
+    check_cache_bytes(cache_bytes)
     if isinstance(dataset, hfd.DatasetDict | hfd.IterableDatasetDict):
         raise ConfigError(
             f"from_hf() needs one split, got a {type(dataset).__name__} with splits "
@@ -412,4 +430,4 @@ def from_hf(dataset: Any, columns: Sequence[str] | None = None) -> HFDataset | H
     chosen = _check_columns(data.table.schema, dataset.features, columns)
     indices = dataset._indices  # HF's indices mapping: None, or a table of uint64 rows
     index = None if indices is None else _index_array(indices)
-    return HFDataset(data, chosen, index, indices)
+    return HFDataset(data, chosen, index, indices, cache_bytes)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ConfigError
-from .blocks import BlockTable
+from .blocks import BlockTable, check_cache_bytes, source_name
 from .columns import Columns
 from .decode_cache import DEFAULT_CACHE_BYTES
 from .extras import require
@@ -57,6 +57,7 @@ class LanceDataset(BlockTable):
     _transient: ClassVar[tuple[str, ...]] = (*BlockTable._transient, "_opened")
     _handle_per_thread: ClassVar[bool] = False  # a Lance dataset serves every thread
     _reads_rows: ClassVar[bool] = True
+    _block_unit: ClassVar[str] = "fragment pieces"
 
     def __init__(
         self,
@@ -99,6 +100,9 @@ class LanceDataset(BlockTable):
     def version(self) -> int:
         """The version of the Lance dataset read."""
         return self._version
+
+    def _source_name(self) -> str:
+        return source_name("from_lance", [self._uri])
 
     def _open_handle(self) -> Any:
         opened = self._opened
@@ -148,6 +152,7 @@ def from_lance(
     *,
     version: int | None = None,
     storage_options: dict[str, str] | None = None,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> LanceDataset:
     """A map-style dataset over the rows of a Lance dataset (``pip install 'stoker[lance]'``).
 
@@ -162,6 +167,10 @@ def from_lance(
         columns: the columns to read (default: all), in record order.
         version: the version to read (default: the latest).
         storage_options: passed to ``lance.dataset`` (credentials, endpoints).
+        cache_bytes: the most this dataset's decoded blocks (runs of up to 65,536
+            rows of a fragment) take in the decode cache of each process that reads
+            it (default 256 MiB); the process's one cache holds all its table
+            sources' blocks within the largest of their ``cache_bytes``.
 
     Returns:
         A :class:`LanceDataset` whose records are dicts column -> value.
@@ -177,12 +186,13 @@ def from_lance(
     Errors:
         ConfigError: no Lance dataset at ``uri`` (or not that version), a column
             that does not exist (naming those that do), a column type stoker cannot
-            batch.
+            batch, a ``cache_bytes`` that is not an int >= 0.
         MissingExtra: ``pylance`` is not installed.
     """
     lance = require("lance", "lance")
     from .arrow_columns import check_schema
 
+    check_cache_bytes(cache_bytes)
     if isinstance(uri, lance.LanceDataset):  # read by its URI, at the version it shows
         version = uri.version if version is None else version
         uri = uri.uri
@@ -200,5 +210,11 @@ def from_lance(
         raise ConfigError(f"cannot open a Lance dataset at {at}: {exc}") from exc
     chosen = check_schema(handle.schema, columns, f"the Lance dataset {text!r}")
     return LanceDataset(
-        text, int(handle.version), chosen, int(handle.count_rows()), storage_options, handle
+        text,
+        int(handle.version),
+        chosen,
+        int(handle.count_rows()),
+        storage_options,
+        handle,
+        cache_bytes,
     )

@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ConfigError, RecordValueError
-from .blocks import BlockTable
+from .blocks import BlockTable, check_cache_bytes, source_name
 from .columns import Columns
 from .decode_cache import DEFAULT_CACHE_BYTES
 from .line_index import record_spans
@@ -88,6 +88,8 @@ class LinesDataset(BlockTable):
     """
 
     _reads_rows: ClassVar[bool] = True
+    _block_unit: ClassVar[str] = "runs of lines"
+    _maker: ClassVar[str] = "from_jsonl"
 
     @property
     def releases_gil(self) -> bool:
@@ -98,7 +100,12 @@ class LinesDataset(BlockTable):
         return True  # stoker's own parsing: it may start on threads while processes start
 
     def __init__(
-        self, paths: list[str], spans: list[np.ndarray], columns: list[str], kinds: list[str]
+        self,
+        paths: list[str],
+        spans: list[np.ndarray],
+        columns: list[str],
+        kinds: list[str],
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self._paths = paths
         self._spans = spans
@@ -117,7 +124,7 @@ class LinesDataset(BlockTable):
             for first in range(0, s.shape[1], rows):
                 sizes.append(min(rows, s.shape[1] - first))
                 self._blocks_at.append((f, first))
-        self._set_blocks(sizes, DEFAULT_CACHE_BYTES)
+        self._set_blocks(sizes, cache_bytes)
 
     def __len__(self) -> int:
         return int(self._file_starts[-1])
@@ -135,6 +142,9 @@ class LinesDataset(BlockTable):
     def paths(self) -> list[str]:
         """The files read, in order."""
         return list(self._paths)
+
+    def _source_name(self) -> str:
+        return source_name(self._maker, self._paths)
 
     def _where(self, index: int) -> str:
         f = int(np.searchsorted(self._file_starts, index, side="right") - 1)
@@ -219,7 +229,9 @@ class JsonlDataset(LinesDataset):
         return columns
 
 
-def from_jsonl(paths: PathLike | Sequence[PathLike]) -> JsonlDataset:
+def from_jsonl(
+    paths: PathLike | Sequence[PathLike], *, cache_bytes: int = DEFAULT_CACHE_BYTES
+) -> JsonlDataset:
     """A map-style dataset over the records of JSON Lines files.
 
     Every non-blank line is one JSON object; its columns are the first record's keys
@@ -235,6 +247,10 @@ def from_jsonl(paths: PathLike | Sequence[PathLike]) -> JsonlDataset:
     Args:
         paths: a file, a glob, or a list of them (read in the order given; a glob's
             matches in sorted order).
+        cache_bytes: the most this dataset's decoded blocks (runs of lines) take in the
+            decode cache of each process that reads it (default 256 MiB); the
+            process's one cache holds all its table sources' blocks within the
+            largest of their ``cache_bytes``.
 
     Returns:
         A :class:`JsonlDataset` whose records are dicts key -> value.
@@ -249,13 +265,14 @@ def from_jsonl(paths: PathLike | Sequence[PathLike]) -> JsonlDataset:
 
     Errors:
         ConfigError: a missing file, an empty glob, a first record that is not a JSON
-            object.
+            object, a ``cache_bytes`` that is not an int >= 0.
     """
+    check_cache_bytes(cache_bytes)
     files = line_files(paths, "from_jsonl")
     spans = [record_spans(path)[0] for path in files]
     first = next((f for f, s in enumerate(spans) if s.shape[1]), None)
     if first is None:
-        return JsonlDataset(files, spans, [], [])
+        return JsonlDataset(files, spans, [], [], cache_bytes)
     path = files[first]
     with open(path, "rb") as handle:
         sample_spans = spans[first][:, :SAMPLE_RECORDS].T.tolist()
@@ -271,4 +288,4 @@ def from_jsonl(paths: PathLike | Sequence[PathLike]) -> JsonlDataset:
     for name in columns:
         kind = infer_kind([r.get(name) for r in sample if isinstance(r, dict)])
         kinds.append("object" if kind is None else kind)
-    return JsonlDataset(files, spans, columns, kinds)
+    return JsonlDataset(files, spans, columns, kinds, cache_bytes)

@@ -12,7 +12,7 @@ import numpy as np
 from .._context import Context
 from ..errors import ConfigError
 from .block_gather import gather_batch, split_blocks, take_columns, which_blocks
-from .blocks import BlockTable
+from .blocks import BlockTable, check_cache_bytes, source_name
 from .columns import Columns, columns_nbytes
 from .decode_cache import DEFAULT_CACHE_BYTES, count_decode, count_hits
 from .decoded_copy import auto_copy_root, building, flat_type, write_copy
@@ -68,6 +68,8 @@ class ParquetDataset(BlockTable):
     """
 
     _transient: ClassVar[tuple[str, ...]] = (*BlockTable._transient, "_whole", "_copied")
+    _block_unit: ClassVar[str] = "row groups"
+    _decoded_copy: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -111,6 +113,9 @@ class ParquetDataset(BlockTable):
     def paths(self) -> list[str]:
         """The files read, in order."""
         return list(self._paths)
+
+    def _source_name(self) -> str:
+        return source_name("from_parquet", self._paths)
 
     @property
     def row_group_sizes(self) -> list[int]:
@@ -353,8 +358,7 @@ def from_parquet(
         MissingExtra: pyarrow is not installed (or fsspec, for a URL).
     """
     require("pyarrow.parquet", "arrow")
-    if not isinstance(cache_bytes, int) or cache_bytes < 0:
-        raise ConfigError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
+    check_cache_bytes(cache_bytes)
     if storage_options is not None and not isinstance(storage_options, dict):
         raise ConfigError(f"storage_options must be a dict, got {storage_options!r}")
     files = parquet_paths(paths, storage_options)

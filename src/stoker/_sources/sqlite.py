@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..errors import ConfigError
-from .blocks import BlockTable
+from .blocks import BlockTable, check_cache_bytes, source_name
 from .columns import Columns
 from .decode_cache import DEFAULT_CACHE_BYTES
 from .row_layout import stack_columns
@@ -112,6 +112,7 @@ class SQLiteDataset(BlockTable):
     """
 
     _transient: ClassVar[tuple[str, ...]] = BlockTable._transient
+    _block_unit: ClassVar[str] = "blocks of rows"
     _reads_rows: ClassVar[bool] = True  # a batch spread over blocks: one lookup by rowid
 
     def __init__(
@@ -162,6 +163,9 @@ class SQLiteDataset(BlockTable):
     def blocks_read(self) -> int:
         """Blocks read by range query so far by this copy of the dataset (cache misses)."""
         return self.blocks_decoded
+
+    def _source_name(self) -> str:
+        return source_name("from_sqlite", [self._path])
 
     def _open_handle(self) -> _Connection:
         return _Connection(self._path)
@@ -310,9 +314,9 @@ def from_sqlite(
     if not isinstance(query_or_table, str) or not query_or_table.strip():
         raise ConfigError(f"query_or_table must be a table name or a query, got {query_or_table!r}")
     params = check_params(params)
-    for name, value, least in (("block_rows", block_rows, 1), ("cache_bytes", cache_bytes, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ConfigError(f"{name} must be an int >= {least}, got {value!r}")
+    if not isinstance(block_rows, int) or isinstance(block_rows, bool) or block_rows < 1:
+        raise ConfigError(f"block_rows must be an int >= 1, got {block_rows!r}")
+    check_cache_bytes(cache_bytes)
     full = os.path.abspath(text)
     conn = _connect(full)
     try:
