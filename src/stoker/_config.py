@@ -14,7 +14,6 @@ __all__ = [
     "START_METHODS",
     "WORKER_MODES",
     "LoaderConfig",
-    "in_flight",
     "settle_auto",
 ]
 
@@ -28,17 +27,6 @@ ON_ERROR_MODES = ("raise", "skip")
 LastBatch = Literal["keep", "drop", "rollover"]
 WorkerMode = Literal["inline", "thread", "process", "ray", "auto"]
 StartMethod = Literal["forkserver", "spawn", "fork"]
-
-
-def in_flight(prefetch: int | None, workers: int) -> int:
-    """Batches kept in flight on ``workers`` workers: ``prefetch`` when set, else two
-    per worker (the one rule; the settings, the tuner and ``auto`` all use it).
-
-    Example:
-        >>> in_flight(None, 3), in_flight(5, 3)
-        (6, 5)
-    """
-    return prefetch or 2 * workers
 
 
 def settle_auto(

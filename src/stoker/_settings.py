@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._collate import default_collate
-from ._config import DEFAULT_DEPTH, LoaderConfig, in_flight
+from ._config import DEFAULT_DEPTH, LoaderConfig
 from ._dataset import Dataset
 from ._iterdataset import IterDataset
+from ._tuning import in_flight
 from ._typing import is_marked, may_share
 
 __all__ = [

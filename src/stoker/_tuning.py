@@ -38,10 +38,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from ._config import in_flight
 from ._sizing import ThreadSizer
 
 __all__ = [
+    "in_flight",
     "DEFAULT_MEMORY_BUDGET",
     "FIRST_DECISION",
     "MAX_AUTO_WORKERS",
@@ -50,6 +50,18 @@ __all__ = [
     "Window",
     "auto_num_workers",
 ]
+
+
+def in_flight(prefetch: int | None, workers: int) -> int:
+    """Batches kept in flight on ``workers`` workers: ``prefetch`` when set, else two
+    per worker (the one rule; the settings, the tuner and ``auto`` all use it).
+
+    Example:
+        >>> in_flight(None, 3), in_flight(5, 3)
+        (6, 5)
+    """
+    return prefetch or 2 * workers
+
 
 FIRST_DECISION = 4
 """Batches measured before the first decision."""

@@ -10,10 +10,11 @@ from dataclasses import replace
 from typing import Any
 
 from .._batching.pool import BufferPool
-from .._config import LoaderConfig, in_flight
+from .._config import LoaderConfig
 from .._dataset import Dataset
 from .._iterdataset import IterDataset
 from .._settings import Settings
+from .._tuning import in_flight
 from .executor import Executor
 from .jobs import WorkerSpec
 
