@@ -130,7 +130,9 @@ class LoaderStats:
         source_caches: those decodes by table source (:class:`~stoker.SourceCache`:
             its name, its blocks, its ``cache_bytes``), for the sources whose cache
             decoded a block; the verdict names the one that thrashes.
-        slowest_batch_seconds: the longest a batch took to build (read and collate).
+        slowest_batch_seconds: the longest a batch after the first took to build
+            (read and collate); the first one's time, which includes opening the
+            sources, is in ``first_batch_seconds``.
         slowest_batch: that batch and its sample indices, in words (None before one).
         remote_requests: requests that remote sources (fsspec URLs) sent, summed
             over the workers; ``remote_retries`` of them were tries again after a

@@ -48,7 +48,10 @@ class Tally:
         self.transfer_seconds = 0.0
         self.nbytes = 0
         self.skipped: list[tuple[int, str]] = []
-        self.slowest: tuple[float, Job | None] = (0.0, None)  # the batch that took longest
+        # The batch that took longest, the first one left out: its time includes
+        # opening the sources and warming their caches (the report's first batch).
+        self.slowest: tuple[float, Job | None] = (0.0, None)
+        self.finished = 0  # batches finished
 
     def count(self, done: Done) -> None:
         """Add a worker's timings and skipped records."""
@@ -77,8 +80,9 @@ class Tally:
     def finish(self, job: Job, done: Done) -> tuple[Any, dict[str, Any], int] | None:
         """A build job's (batch, state, records), or None when all were skipped."""
         took = done.fetch_seconds + done.collate_seconds
-        if took > self.slowest[0]:
+        if took > self.slowest[0] and self.finished:  # not the first: see slowest
             self.slowest = (took, job)
+        self.finished += 1
         if done.skipped:
             self.count(done)
         else:  # the usual case, once a batch: the sums written out
