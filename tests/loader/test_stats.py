@@ -536,3 +536,20 @@ def test_steady_batches_are_no_stall():
         slowest_batch="batch 3 of epoch 0: samples [12]",
     )
     assert "stalled" not in _text(stats)
+
+
+def _slow_first(x):
+    if x == 0:
+        time.sleep(0.3)  # the first batch's one-off cost (opening a file, warming a cache)
+    return x
+
+
+def test_a_slow_first_batch_is_not_called_a_stall():
+    loader = sk.DataLoader(sk.range(0, 80).map(_slow_first), batch_size=4, watchdog=None)
+    with loader.iter() as it:
+        for _ in it:
+            pass
+        stats = it.stats()
+    assert stats.first_batch_seconds >= 0.3
+    assert stats.slowest_batch_seconds < 0.3
+    assert "stalled" not in _text(stats), str(stats)
