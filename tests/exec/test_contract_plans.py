@@ -330,9 +330,16 @@ def _close_while_blocked(
 ) -> tuple[bool, bool, list[str]]:
     """A consumer thread reads until it waits for the held record; then ``close(loader,
     it)`` runs here. Whether the consumer was woken (within 1.5 s), whether the record
-    was still held then, and how the consumer's loop ended."""
+    was still held then, and how the consumer's loop ended.
+
+    With workers, the record is let go as soon as the consumer has been woken (and
+    ``held`` is whether it was still held at that moment): ``loader.close()`` of thread
+    workers then joins a thread that returns at once, instead of waiting out its join
+    timeout on a thread that cannot be stopped.
+    """
     hold = Hold(tmp_path, seconds=30)
     ended: list[str] = []
+    held_when_woken: list[bool] = []
 
     def consume(it: Any) -> None:
         try:
@@ -349,16 +356,29 @@ def _close_while_blocked(
         hold.close()
         consumer = threading.Thread(target=consume, args=(it,), name="consumer", daemon=True)
         consumer.start()
+
+        def let_go_once_woken() -> None:
+            consumer.join(30)
+            held_when_woken.append(not hold.released.exists())
+            hold.open()
+
+        releaser = threading.Thread(target=let_go_once_woken, name="let-go", daemon=True)
         try:
             hold.wait_until_held()
             consumer.join(0.1)  # it waits in next() by now (inline: it holds the record)
+            if entry.num_workers:  # inline: the consumer itself holds the record
+                releaser.start()
             close(loader, it)
-            consumer.join(1.5)
+            # Inline, the consumer is inside the held record (``held`` shows it still is):
+            # a short look is enough to see that it was not woken.
+            consumer.join(1.5 if entry.num_workers else 0.2)
             woken = not consumer.is_alive()
-            held = not hold.released.exists()
+            held = held_when_woken[0] if held_when_woken else not hold.released.exists()
         finally:
             hold.open()
             consumer.join(30)
+            if releaser.is_alive():
+                releaser.join(30)
             it.close()
     return woken, held, ended
 
@@ -369,6 +389,7 @@ def test_close_wakes_a_consumer_blocked_in_next(cell: tuple[Plan, Entry], tmp_pa
     woken, held, ended = _close_while_blocked(plan, entry, tmp_path, lambda _, it: it.close())
     if entry.num_workers:
         assert woken, "it.close() did not wake the consumer"
+        assert held, "the consumer was woken only once the record was let go"
     else:  # the consumer builds the batch itself, in the held record: it ends after it
         assert not woken
         assert held
@@ -385,6 +406,7 @@ def test_loader_close_wakes_a_consumer_blocked_in_next(
     woken, held, ended = _close_while_blocked(plan, entry, tmp_path, lambda ld, _: ld.close())
     if entry.num_workers:
         assert woken, "loader.close() did not wake the consumer"
+        assert held, "the consumer was woken only once the record was let go"
     else:  # the consumer builds the batch itself, in the held record: it ends after it
         assert not woken
         assert held

@@ -48,7 +48,7 @@ def _workers_alive(ex):
 def _wait_until(condition):
     deadline = time.monotonic() + GRACE_SECONDS
     while not condition():
-        assert time.monotonic() < deadline, "threads did not end in time"
+        assert time.monotonic() < deadline, "the threads did not reach the count in time"
         time.sleep(0.01)
 
 
@@ -91,6 +91,9 @@ def test_new_threads_take_the_ids_that_are_free():
         ex.resize(3)  # id 2 again, a new thread
         ids = {int(i) for s in range(30) for i in ex.submit(_job(s)).result(timeout=10).value[:, 1]}
         assert ids <= {0, 1, 2}
+        # New threads start from a thread of their own (resize() does not wait for
+        # them): the 30 jobs may all be done before it has started thread 2.
+        _wait_until(lambda: _workers_alive(ex) == 3)
         assert sorted(t.name for t in stoker_threads() if t.name.startswith("stoker-worker-")) == [
             "stoker-worker-0",
             "stoker-worker-1",

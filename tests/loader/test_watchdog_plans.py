@@ -1,15 +1,21 @@
 """The watchdog and ``timeout`` speak for every plan and every executor.
 
-One record sleeps; with ``watchdog=0.5`` a warning names the batch and the samples
-in flight (a stream names its part: its records have no indices) and the stuck
-frame, whether the batch is built by thread workers, process workers or the
+One record is held back; with ``watchdog=0.5`` a warning names the batch and the
+samples in flight (a stream names its part: its records have no indices) and the
+stuck frame, whether the batch is built by thread workers, process workers or the
 caller's own thread (``num_workers=0``): a plain map, a filter, ``on_error="skip"``,
 a stream read by workers, ``sk.pack``. ``LoaderTimeout`` names the same.
+
+The record is held while a file (the flag) exists, so that thread and process
+workers see it: the tests let it go once they have seen what they wait for (the
+watchdog's report, some periods later; the ``LoaderTimeout``) instead of sleeping a
+fixed time.
 """
 
 import logging
 import os
 import re
+import threading
 import time
 
 import numpy as np
@@ -21,16 +27,32 @@ pytestmark = pytest.mark.usefixtures("no_leaks")
 
 RECORDS = 64
 STUCK = 60  # in the last batches: read after the workers started and the flag is set
-SLEEP = 2.5
+HOLD = 30.0  # the longest a record is held, should a test never let it go
+QUIET = 1.2  # after its report, the watchdog is watched this long (over 2 periods) for a repeat
 
 
 def _slow(flag):
     def slow(x):
         if x == STUCK and os.path.exists(flag):
-            time.sleep(SLEEP)
+            deadline = time.monotonic() + HOLD
+            while os.path.exists(flag) and time.monotonic() < deadline:
+                time.sleep(0.005)
         return x
 
     return slow
+
+
+class _LetGoAfterReport(logging.Handler):
+    """Lets the held record go ``QUIET`` seconds after the watchdog's first report (the
+    flag is removed): a second report in that time would be a repeat."""
+
+    def __init__(self, flag):
+        super().__init__(logging.WARNING)
+        self.timer = threading.Timer(QUIET, flag.unlink, kwargs={"missing_ok": True})
+
+    def emit(self, record):
+        if "no batch for" in record.getMessage() and self.timer.ident is None:  # not started
+            self.timer.start()
 
 
 def _tokens(flag):
@@ -78,14 +100,24 @@ def _loader(plan, workers, flag, **options):
 @pytest.mark.parametrize("plan", list(PLANS))
 def test_a_stuck_record_is_reported_for_every_plan(plan, workers, tmp_path, caplog):
     flag = tmp_path / "stuck"
+    let_go = _LetGoAfterReport(flag)
+    logger = logging.getLogger("stoker")
     with caplog.at_level(logging.WARNING, logger="stoker"):
         loader = _loader(plan, workers, flag, watchdog=0.5)
         with loader, loader.iter() as it:
             next(it)  # the workers have started
             caplog.clear()  # a slow start may have been reported
             flag.touch()
-            for _ in it:
-                pass
+            logger.addHandler(let_go)
+            try:
+                for _ in it:
+                    pass
+            finally:
+                logger.removeHandler(let_go)
+                let_go.timer.cancel()
+                flag.unlink(missing_ok=True)
+                if let_go.timer.is_alive():
+                    let_go.timer.join()
             findings = it.stats().watchdog
     warnings = [r.getMessage() for r in caplog.records if "no batch for" in r.getMessage()]
     assert len(warnings) == 1, warnings  # once
@@ -108,9 +140,12 @@ def test_loader_timeout_names_the_batch_and_samples_in_flight(plan, workers, tmp
     with loader, loader.iter() as it:
         _first(it)
         flag.touch()
-        with pytest.raises(sk.LoaderTimeout) as info:
-            for _ in it:
-                pass
+        try:
+            with pytest.raises(sk.LoaderTimeout) as info:
+                for _ in it:
+                    pass
+        finally:
+            flag.unlink(missing_ok=True)  # the record is let go: close() need not wait
     text = str(info.value)
     assert "it.stats()" not in text
     assert re.search(r"next to hand out: batch \d+ of epoch 0", text), text
