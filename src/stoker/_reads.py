@@ -14,9 +14,10 @@ import threading
 from typing import NamedTuple
 
 from ._source_caches import CacheCounts, CacheLayout, merge_caches
-from ._tally import remote_tally, this_thread_tally
+from ._tally import TALLIES, remote_tally, this_thread_tally
 
 __all__ = [
+    "thread_counts",
     "NO_READS",
     "SourceReads",
     "add_reads",
@@ -169,6 +170,16 @@ def source_reads() -> SourceReads:
         return reads
     counts = r.counts()
     return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, *counts, c.caches)
+
+
+def thread_counts() -> tuple[float, SourceReads]:
+    """:func:`transform_time` and :func:`source_reads` in one call (read around every
+    job: the reads made only when they changed, see ``_Clock.reads``)."""
+    c = _clock
+    reads = c.reads
+    if reads is None or TALLIES.tally is not None:
+        reads = source_reads()
+    return c.seconds, reads
 
 
 def add_transform_time(seconds: float) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["RemoteTally", "remote_tally", "this_thread_tally"]
+__all__ = ["TALLIES", "RemoteTally", "remote_tally", "this_thread_tally"]
 
 
 class RemoteTally:
@@ -54,17 +54,18 @@ class _Local(threading.local):
     tally: RemoteTally | None = None
 
 
-_local = _Local()
+TALLIES = _Local()
+"""This thread's tally as ``TALLIES.tally`` (None before its first remote read)."""
 
 
 def remote_tally() -> RemoteTally:
     """This thread's :class:`RemoteTally` (created on first use)."""
-    tally = _local.tally
+    tally = TALLIES.tally
     if tally is None:
-        tally = _local.tally = RemoteTally()
+        tally = TALLIES.tally = RemoteTally()
     return tally
 
 
 def this_thread_tally() -> RemoteTally | None:
     """This thread's tally, None before its first remote read."""
-    return _local.tally
+    return TALLIES.tally

@@ -125,7 +125,8 @@ class Watchdog:
         self._arrived = False
         self._since = time.monotonic()
         self._active = True
-        _WATCHER.running()
+        if _WATCHER._thread is None:  # (read without the lock: running() looks again)
+            _WATCHER.running()
 
     def end(self, arrived: bool = True) -> None:
         """``next()`` returned a batch (``arrived``), or raised."""

@@ -397,9 +397,10 @@ class JobWindow:
             while True:
                 if self._closed:
                     raise StopIteration
-                item = self._ready()
-                if item is not None:
-                    return item
+                if not self._batches:  # the plan forms the batches
+                    item = self._plan.ready(self._planned_all)
+                    if item is not None:
+                        return item
                 if self._planned_all:
                     raise StopIteration
                 if executor.closed:
@@ -411,14 +412,19 @@ class JobWindow:
                     continue  # no more: the plan's last batches, then the end
 
                 self._building = job
+                in_order = True
                 try:
-                    item = self._result(job, executor.runtime.run(job))
+                    done = executor.runtime.run(job)
+                    if self._batches:
+                        item = self._tally.finish(job, done)
+                    else:
+                        item = self._result(job, done)
                 finally:
                     self._building = None
-                    if self._batches:
-                        self._handed.hand_out(job)  # an error loses it; the next follows
+                    if self._batches:  # an error loses it; the next follows
+                        in_order = self._handed.hand_out(job)
                 if item is not None:
-                    if not self._handed.in_order(job):  # it may close a gap
+                    if not in_order:  # it may close a gap
                         return item[0], self.state(), item[2]
                     return item
         except KeyboardInterrupt:

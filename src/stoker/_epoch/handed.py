@@ -52,14 +52,15 @@ class HandedOut:
         self.hand_out(job)
         return False
 
-    def hand_out(self, job: Job) -> None:
-        """Count job ``seq``'s batch as handed out (or lost to an error)."""
+    def hand_out(self, job: Job) -> bool:
+        """Count job ``seq``'s batch as handed out (or lost to an error); True when it
+        was simply the next one (:meth:`in_order`)."""
         seq = job.seq
         if seq == self._low and not self._out:  # in order: the usual case
             if job.state is not None:
                 self._low_state = job.state
             self._low = seq + 1
-            return
+            return True
         self._out.add(seq)
         if job.state is not None:
             self._states[seq] = job.state
@@ -67,6 +68,7 @@ class HandedOut:
             self._out.discard(self._low)
             self._low_state = self._states.pop(self._low, self._low_state)
             self._low += 1
+        return self.in_order(job)
 
     def in_order(self, job: Job) -> bool:
         """True when ``job``'s batch, just handed out, was simply the next one (its own

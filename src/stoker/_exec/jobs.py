@@ -21,7 +21,7 @@ from .._batching.pool import BufferPool
 from .._dataset import Dataset
 from .._epoch.jobs import EMPTY, Done, Job
 from .._iterdataset import IterDataset, StreamCursor
-from .._stats import NO_READS, source_reads, transform_time
+from .._reads import NO_READS, thread_counts
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 from .schedstat import CpuWaitClock
 
@@ -181,11 +181,13 @@ class Runtime:
 
     def run(self, job: Job) -> Done:
         """Do ``job``; exceptions propagate with the sample and batch located."""
-        transform, reads = transform_time(), source_reads()
+        transform, reads = thread_counts()
         if self._inline:  # the caller's own time: no worker time or CPU share to report
             done = self._run(job)
-            done.transform_seconds = transform_time() - transform
-            done.reads = source_reads() - reads
+            transformed, read = thread_counts()
+            done.transform_seconds = transformed - transform
+            if read is not reads:  # a source block was read
+                done.reads = read - reads
             return done
         clock = self._clock
         if self._cpu_wait and clock is None:
@@ -197,8 +199,10 @@ class Runtime:
         done.cpu_seconds = time.thread_time() - cpu
         if clock is not None:
             done.cpu_wait_seconds = clock.seconds() - queued
-        done.transform_seconds = transform_time() - transform
-        done.reads = source_reads() - reads
+        transformed, read = thread_counts()
+        done.transform_seconds = transformed - transform
+        if read is not reads:
+            done.reads = read - reads
         return done
 
     def _run(self, job: Job) -> Done:
