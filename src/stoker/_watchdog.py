@@ -168,8 +168,8 @@ class Watchdog:
             "a record may be stuck (the stacks show where); pass timeout= to raise "
             "LoaderTimeout instead, or watchdog=None to silence this"
         )
-        self.findings = text
         log.warning("stoker: %s", text)
+        self.findings = text  # after: it.stats() shows only what was logged
         return self.seconds / _SLICES
 
 

@@ -28,10 +28,10 @@ class HandedOut:
         >>> out = HandedOut({"b": 0}, ())
         >>> out.planned(jobs[0]), out.planned(jobs[1])
         (True, True)
-        >>> out.hand_out(jobs[1]); out.state()
-        {'b': 0, 'ahead': [1]}
-        >>> out.hand_out(jobs[0]); out.state()
-        {'b': 2}
+        >>> out.hand_out(jobs[1]), out.state()
+        (False, {'b': 0, 'ahead': [1]})
+        >>> out.hand_out(jobs[0]), out.state()
+        (False, {'b': 2})
     """
 
     def __init__(self, start_state: dict[str, Any], ahead: Iterable[int]) -> None:
