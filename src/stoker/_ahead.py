@@ -161,7 +161,7 @@ class PlacedIterator(Generic[T, U]):
             self._plan,  # type: ignore[arg-type]  # an EpochPlan in all the window asks
             Tally(0),
             EagerExecutor(),
-            depth=max(1, check_depth(depth)),
+            depth=check_depth(depth),  # the window keeps at least 1
             ordered=True,
             timeout=None,
             start_state={},

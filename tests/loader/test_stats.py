@@ -513,12 +513,17 @@ def _stalls_on_21(x):
     return x
 
 
-def test_an_inline_stall_names_its_batch_and_samples():
-    loader = sk.DataLoader(sk.range(0, 80).map(_stalls_on_21), batch_size=4, watchdog=None)
+def _inline_stats(fn):
+    """The stats of an inline pass over 80 records mapped by ``fn``, batch 4."""
+    loader = sk.DataLoader(sk.range(0, 80).map(fn), batch_size=4, watchdog=None)
     with loader.iter() as it:
         for _ in it:
             pass
-        stats = it.stats()
+        return it.stats()
+
+
+def test_an_inline_stall_names_its_batch_and_samples():
+    stats = _inline_stats(_stalls_on_21)
     assert stats.slowest_batch == "batch 5 of epoch 0: samples [20, 21, 22, 23]"
     assert stats.slowest_batch_seconds >= 0.6
     assert stats.verdict.kind == "input-bound"
@@ -545,11 +550,7 @@ def _slow_first(x):
 
 
 def test_a_slow_first_batch_is_not_called_a_stall():
-    loader = sk.DataLoader(sk.range(0, 80).map(_slow_first), batch_size=4, watchdog=None)
-    with loader.iter() as it:
-        for _ in it:
-            pass
-        stats = it.stats()
+    stats = _inline_stats(_slow_first)
     assert stats.first_batch_seconds >= 0.3
     assert stats.slowest_batch_seconds < 0.3
     assert "stalled" not in _text(stats), str(stats)
