@@ -86,7 +86,8 @@ def two_processes(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, An
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
         pytest.fail(f"the two-process run timed out:\n{output.decode()[-4000:]}")
-    assert proc.returncode == 0, output.decode()[-4000:]
+    written = sorted(path.name for path in out.iterdir())
+    assert proc.returncode == 0, f"results written: {written}\n{output.decode()[-4000:]}"
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
 
 
