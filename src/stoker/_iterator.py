@@ -336,7 +336,7 @@ class LoaderIterator(Generic[B]):
             slowest_batch_seconds=tally.slowest[0],
             slowest_batch=_named(tally.slowest[1]),
             mixture=self._spec.dataset._mixture_report(self._box.state),
-            cache_hits=reads.hits,
+            cache_hits=reads.hits + tally.hits,
             cache_misses=reads.misses,
             decoded_bytes=reads.decoded_bytes,
             redecoded_bytes=reads.redecoded_bytes,

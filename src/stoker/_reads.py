@@ -14,7 +14,7 @@ import threading
 from typing import NamedTuple
 
 from ._source_caches import CacheCounts, CacheLayout, merge_caches
-from ._tally import TALLIES, remote_tally, this_thread_tally
+from ._tally import TALLIES, remote_tally
 
 __all__ = [
     "thread_counts",
@@ -36,9 +36,11 @@ class _Clock(threading.local):
     redecoded_bytes = 0
     by_source: dict[CacheLayout, list[int]] | None = None  # a source's decodes (made on first)
     caches: tuple[CacheCounts, ...] = ()  # by_source as SourceReads.caches, made on a change
-    # The counts above as a SourceReads, made when first read after they changed:
-    # read twice around every batch, they rarely change (in-memory data never).
-    reads: SourceReads | None = None
+    # The counts above but the hits as a SourceReads, made when first read after they
+    # changed: read twice around every batch, they rarely change (in-memory data never,
+    # a table source read from its cache only when it decodes a block; its hits, which
+    # change every batch, are read as a number, see thread_counts).
+    rest: SourceReads | None = None
 
 
 _clock = _Clock()
@@ -117,9 +119,9 @@ def count_read(
     the decode cache of ``source`` when one is named.
     The batch builder and the workers read the sums around a fetch (:func:`source_reads`)."""
     clock = _clock
-    clock.reads = None
     clock.hits += hits
     if decoded_bytes is not None:
+        clock.rest = None
         clock.misses += 1
         clock.decoded_bytes += decoded_bytes
         if again:
@@ -143,7 +145,7 @@ def _count_source(clock: _Clock, caches: tuple[CacheCounts, ...]) -> None:
 def add_reads(reads: SourceReads) -> None:
     """Add ``reads`` counted on another thread (a part of a split gather) to this one's."""
     clock = _clock
-    clock.reads = None
+    clock.rest = None
     clock.hits += reads.hits
     clock.misses += reads.misses
     clock.decoded_bytes += reads.decoded_bytes
@@ -159,27 +161,25 @@ def add_reads(reads: SourceReads) -> None:
 
 def source_reads() -> SourceReads:
     """This thread's :func:`count_read` and :func:`remote_tally` sums so far."""
-    c = _clock
-    r = this_thread_tally()
-    if r is None:
-        reads = c.reads
-        if reads is None:
-            reads = c.reads = SourceReads(
-                c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, caches=c.caches
-            )
-        return reads
-    counts = r.counts()
-    return SourceReads(c.hits, c.misses, c.decoded_bytes, c.redecoded_bytes, *counts, c.caches)
+    _, hits, rest = thread_counts()
+    return rest._replace(hits=hits) if hits else rest
 
 
-def thread_counts() -> tuple[float, SourceReads]:
-    """:func:`transform_time` and :func:`source_reads` in one call (read around every
-    job: the reads made only when they changed, see ``_Clock.reads``)."""
+def thread_counts() -> tuple[float, int, SourceReads]:
+    """:func:`transform_time`, the blocks found decoded and the rest of
+    :func:`source_reads` (its ``hits`` left at 0) in one call: read around every job,
+    the rest made only when it changed (see ``_Clock.rest``)."""
     c = _clock
-    reads = c.reads
-    if reads is None or TALLIES.tally is not None:
-        reads = source_reads()
-    return c.seconds, reads
+    rest = c.rest
+    tally = TALLIES.tally
+    if tally is not None:
+        counts = tally.counts()
+        rest = SourceReads(0, c.misses, c.decoded_bytes, c.redecoded_bytes, *counts, c.caches)
+    elif rest is None:
+        rest = c.rest = SourceReads(
+            0, c.misses, c.decoded_bytes, c.redecoded_bytes, caches=c.caches
+        )
+    return c.seconds, c.hits, rest
 
 
 def add_transform_time(seconds: float) -> None:

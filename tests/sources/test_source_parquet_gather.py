@@ -11,7 +11,7 @@ import pytest
 import stoker as sk
 from stoker._batching.pool import BufferPool
 from stoker._rng import epoch_rng
-from stoker._sources.block_gather import gather_batch, split_blocks, take_columns
+from stoker._sources.block_gather import gather_batch, join_blocks, split_blocks, take_columns
 from stoker._sources.columns import Ragged
 from stoker._sources.row_layout import stack_columns
 from stoker.testing import assert_resumes_exactly, assert_same_in_every_mode, run_epochs
@@ -204,15 +204,46 @@ def test_gather_batch_equals_take_columns_into_any_planned_buffers(layout):
         np.testing.assert_array_equal(one[name], value)
 
 
-def test_gather_batch_takes_the_general_path_for_strings_and_lists():
+def test_gather_batch_gives_strings_as_lists_from_one_block_several_and_their_join():
     blocks = [
-        stack_columns({"x": np.arange(3.0), "s": ["a", "b", "c"]}),
-        stack_columns({"x": np.arange(3.0, 5.0), "s": ["d", "e"]}),
+        stack_columns({"x": np.arange(3.0), "n": np.arange(3), "s": ["a", "b", "c"]}),
+        stack_columns({"x": np.arange(3.0, 5.0), "n": np.arange(3, 5), "s": ["d", "e"]}),
     ]
+    assert blocks[0].plan is not None
+    assert blocks[0].plan is blocks[1].plan
     _, grouping = split_blocks(np.array([1, 0, 1]))
     batch = gather_batch(blocks, grouping, np.array([1, 2, 0]))
     assert batch["x"].tolist() == [4.0, 2.0, 3.0]
+    assert batch["n"].tolist() == [4, 2, 3]
     assert batch["s"] == ["e", "c", "d"]
+    one = gather_batch(blocks[:1], None, np.array([2, 0]))
+    assert one["s"] == ["c", "a"]
+    assert one["x"].tolist() == [2.0, 0.0]
+    joined = join_blocks(blocks)
+    assert joined is not None
+    assert joined.plan is blocks[0].plan
+    assert list(joined) == ["x", "n", "s"]
+    both = gather_batch([joined], None, np.array([4, 2, 3]))
+    assert both["s"] == ["e", "c", "d"]
+    assert both["n"].tolist() == [4, 2, 3]
+    assert both["x"].tolist() == [4.0, 2.0, 3.0]
+
+
+def test_gather_batch_takes_the_general_path_for_lists():
+    blocks = [
+        stack_columns({"x": np.arange(2.0), "t": Ragged(np.arange(3), np.array([0, 1, 3]))}),
+        stack_columns({"x": np.arange(2.0, 3.0), "t": Ragged(np.arange(2), np.array([0, 2]))}),
+    ]
+    assert blocks[0].plan is None
+    _, grouping = split_blocks(np.array([1, 0]))
+    batch = gather_batch(blocks, grouping, np.array([0, 1]))
+    assert batch["x"].tolist() == [2.0, 1.0]
+    assert batch["t"].tolist() == [[0, 1], [1, 2]]
+    ragged = gather_batch(blocks, grouping, np.array([0, 0]))
+    assert ragged is NotImplemented  # rows of different lengths: the record path pads them
+    columns = take_columns(blocks, np.array([1, 0]), np.array([0, 0]))
+    assert columns["x"].tolist() == [2.0, 0.0]
+    assert [r.tolist() for r in columns["t"].rows()] == [[0, 1], [0]]
 
 
 def test_ragged_of_pieces_joins_its_rows_only_when_values_are_read():

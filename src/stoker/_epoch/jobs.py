@@ -111,7 +111,10 @@ class Done:
     # the job (wall and CPU), and, set by the parent for process workers, the time to
     # receive the batch and the bytes that crossed (pipe and shared memory).
     transform_seconds: float = 0.0
-    reads: SourceReads = NO_READS  # what the sources' decode caches did
+    # What the sources' decode caches and remote reads did: the blocks found decoded
+    # as a number (they change every batch), the rest as SourceReads (its hits 0).
+    hits: int = 0
+    reads: SourceReads = NO_READS
     work_seconds: float = 0.0
     cpu_seconds: float = 0.0
     transfer_seconds: float = 0.0

@@ -42,6 +42,7 @@ class Tally:
         self.collate_seconds = 0.0
         self.transform_seconds = 0.0
         self.reads = NO_READS
+        self.hits = 0  # blocks found decoded (not in reads: see Done.hits)
         self.work_seconds = 0.0
         self.cpu_seconds = 0.0
         self.cpu_wait_seconds = 0.0
@@ -71,6 +72,7 @@ class Tally:
         self.collate_seconds += done.collate_seconds
         self.transform_seconds += done.transform_seconds
         self.reads += done.reads
+        self.hits += done.hits
         self.work_seconds += done.work_seconds
         self.cpu_seconds += done.cpu_seconds
         self.cpu_wait_seconds += done.cpu_wait_seconds
@@ -89,7 +91,8 @@ class Tally:
             self.fetch_seconds += done.fetch_seconds
             self.collate_seconds += done.collate_seconds
             self.transform_seconds += done.transform_seconds
-            if done.reads is not NO_READS:  # a source block was read
+            self.hits += done.hits
+            if done.reads is not NO_READS:  # a source block was decoded, or read remotely
                 self.reads += done.reads
             if done.work_seconds:  # a worker's job (inline jobs report no worker time)
                 self.work_seconds += done.work_seconds
@@ -181,12 +184,13 @@ class Runtime:
 
     def run(self, job: Job) -> Done:
         """Do ``job``; exceptions propagate with the sample and batch located."""
-        transform, reads = thread_counts()
+        transform, hits, reads = thread_counts()
         if self._inline:  # the caller's own time: no worker time or CPU share to report
             done = self._run(job)
-            transformed, read = thread_counts()
+            transformed, hit, read = thread_counts()
             done.transform_seconds = transformed - transform
-            if read is not reads:  # a source block was read
+            done.hits = hit - hits
+            if read is not reads:  # a source block was decoded, or read remotely
                 done.reads = read - reads
             return done
         clock = self._clock
@@ -199,8 +203,9 @@ class Runtime:
         done.cpu_seconds = time.thread_time() - cpu
         if clock is not None:
             done.cpu_wait_seconds = clock.seconds() - queued
-        transformed, read = thread_counts()
+        transformed, hit, read = thread_counts()
         done.transform_seconds = transformed - transform
+        done.hits = hit - hits
         if read is not reads:
             done.reads = read - reads
         return done

@@ -38,6 +38,7 @@ def joined_done(value: Any, parts: list[Done]) -> Done:
     """
     done = Done(value, sum(d.fetch_seconds for d in parts), sum(d.collate_seconds for d in parts))
     done.transform_seconds = sum(d.transform_seconds for d in parts)
+    done.hits = sum(d.hits for d in parts)
     done.reads = sum((d.reads for d in parts), SourceReads())
     done.work_seconds = sum(d.work_seconds for d in parts)
     done.cpu_seconds = sum(d.cpu_seconds for d in parts)

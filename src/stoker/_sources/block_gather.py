@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .columns import Column, Columns, Ragged, column_batch
-from .row_layout import StackedColumns, as_items, stack_columns, stacked_field
+from .row_layout import GatherPlan, StackedColumns, as_items, stack_columns, stacked_field
 
 __all__ = [
     "Grouping",
@@ -127,6 +127,9 @@ def join_blocks(blocks: list[Columns]) -> Columns | None:
         >>> both["x"].tolist(), [r.tolist() for r in both["t"].rows()]
         ([1, 2, 3], [[7], [8, 9], [5]])
     """
+    plan = getattr(blocks[0], "plan", None)
+    if plan is not None and all(getattr(b, "plan", None) is plan for b in blocks[1:]):
+        return _join_planned(blocks, plan)  # type: ignore[arg-type]  # all stacked
     joined: Columns = {}
     for name, first in blocks[0].items():
         parts = [b[name] for b in blocks]
@@ -149,6 +152,26 @@ def join_blocks(blocks: list[Columns]) -> Columns | None:
         else:
             joined[name] = [v for p in parts if isinstance(p, list) for v in p]
     return stack_columns(joined)
+
+
+def _join_planned(blocks: list[StackedColumns], plan: GatherPlan) -> StackedColumns:
+    """The rows of blocks of one layout end to end: their row arrays joined with one
+    copy, the stacked columns viewing the join where they viewed each block."""
+    first = blocks[0]
+    rows = None
+    if first.stacks:
+        rows = np.concatenate([next(iter(b.stacks.values()))[0] for b in blocks])
+    joined = StackedColumns()
+    joined.stacks = {}
+    for name in plan.names:
+        stacked = first.stacks.get(name)
+        if stacked is not None and rows is not None:
+            offset = stacked[1]
+            joined[name] = stacked_field(rows, offset, first[name].dtype)  # type: ignore[union-attr]
+            joined.stacks[name] = (rows, offset)
+        else:
+            joined[name] = np.concatenate([b[name] for b in blocks])
+    return joined.settle()
 
 
 def _same_stacking(a: Columns, b: Columns) -> bool:
@@ -256,19 +279,23 @@ def gather_batch(
             _place_run(values, names, targets, batch)
     for name in plan.singles:
         column: np.ndarray = blocks[0][name]  # type: ignore[assignment]
+        if grouping is None and column.dtype == object:  # strings, bytes: a list, as collated
+            batch[name] = column.take(rows).tolist()
+            continue
         shape = (n, *column.shape[1:])
         target = targets.get(name)
         if target is None or not _fits(target, shape, column.dtype):
             target = np.empty(shape, dtype=column.dtype)
         if grouping is None:
-            np.take(column, rows, axis=0, out=target)
+            column.take(rows, axis=0, out=target)
         else:
             start = 0
             for block, end in zip(blocks, grouping.ends, strict=True):
                 part = block[name]
                 target[grouping.order[start:end]] = part[picked[start:end]]  # type: ignore[index]
                 start = end
-        batch[name] = target
+        # Python values (strings, bytes) kept in an object array: a list, as collated
+        batch[name] = target.tolist() if target.dtype == object else target
     return {name: batch[name] for name in plan.names}
 
 

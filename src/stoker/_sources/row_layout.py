@@ -37,8 +37,9 @@ class StackedColumns(dict[str, "Column"]):
     """Columns some of which view the rows of one 2-D byte array (see
     :func:`stack_columns`); ``stacks`` maps such a column to (that array, its byte
     offset in a row). ``plan`` and ``row_items`` (the array's rows, one NumPy item each)
-    are set by :meth:`settle` when every column is a NumPy array and the stacked
-    columns share one array (None otherwise)."""
+    are set by :meth:`settle` when every column is a NumPy array (Python values, such
+    as strings, kept in 1-D object arrays) and the stacked columns share one array
+    (None otherwise)."""
 
     stacks: dict[str, tuple[np.ndarray, int]]
     plan: GatherPlan | None = None
@@ -48,7 +49,7 @@ class StackedColumns(dict[str, "Column"]):
         """Fix ``plan`` from the columns and ``stacks`` (call once they are complete)."""
         self.plan, self.row_items = None, None
         blocks = {id(block): block for block, _ in self.stacks.values()}
-        if len(blocks) > 1 or not all(_numpy(c) for c in self.values()):
+        if len(blocks) > 1 or not all(isinstance(c, np.ndarray) for c in self.values()):
             return self
         runs: list[tuple[int, np.dtype[Any], list[str]]] = []
         for name, (_, offset) in sorted(self.stacks.items(), key=lambda kv: kv[1][1]):
@@ -79,11 +80,6 @@ class StackedColumns(dict[str, "Column"]):
 _PLANS: dict[GatherPlan, GatherPlan] = {}
 """One object per distinct plan, so blocks of one layout share theirs (an ``is`` test)."""
 _MAX_PLANS = 64
-
-
-def _numpy(column: Column) -> bool:
-    """A column of NumPy values (not Python objects kept in an array)."""
-    return isinstance(column, np.ndarray) and column.dtype != object
 
 
 def as_items(block: np.ndarray) -> np.ndarray:
