@@ -24,6 +24,7 @@ from .._collate import default_collate
 from .._dataset import Dataset
 from .._stats import SourceReads
 from .executor import cancel_future
+from .first_batch import PlacedRows
 from .jobs import Done, Job, WorkerSpec
 
 __all__ = ["copy_future", "joined_done", "settle", "split_build", "splits"]
@@ -122,10 +123,9 @@ def split_build(
             return
         dones = [f.result() for f in finished]
         del finished
-        records = [record for done in dones for record in done.value]
         start = time.perf_counter()
         try:
-            value = default_collate(records)
+            value = _joined_value([done.value for done in dones])
         except Exception as exc:
             add_location(exc, None, job.where)
             add_batch_index(exc, job.seq)
@@ -141,6 +141,17 @@ def split_build(
             return merged
         sub.add_done_callback(joined)
     return merged
+
+
+def _joined_value(slices: list[Any]) -> Any:
+    """The batch of the slices' records, collated once; when every slice was written
+    into one shared batch by its worker (process workers, see first_batch.py), that
+    batch as it lies."""
+    placed = [s for s in slices if isinstance(s, PlacedRows)]
+    if len(placed) == len(slices) and all(p.base is placed[0].base for p in placed):
+        return placed[0].batch()
+    records = [r for s in slices for r in (s.records() if isinstance(s, PlacedRows) else s)]
+    return default_collate(records)
 
 
 def settle(

@@ -16,6 +16,7 @@ views before resolving the job's future.
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import pickle
@@ -29,6 +30,7 @@ from .._shm import receive_with_segment, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .diagnosis import crash_message, dump_stacks, only_sample
 from .executor import cancel_future
+from .first_batch import PLACED, FirstBatch
 from .inherited import dumps_keeping_inherited
 from .jobs import Done, Job, WorkerSpec
 from .live import track
@@ -131,6 +133,7 @@ class ProcessExecutor(QueuedExecutor):
         self._split = splits(spec) and spec.num_workers > 1
         self._last_token = -1  # the latest iterator seen (the lease counts them upwards)
         self._ring = SlotRing(slot_cap)
+        self._first: dict[int, FirstBatch] = {}  # a first batch's slice jobs (by id) -> it
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
         self._dead: list[_Worker] = []  # ended workers, joined by close()
@@ -185,10 +188,28 @@ class ProcessExecutor(QueuedExecutor):
         first = job.token > self._last_token
         self._last_token = max(self._last_token, job.token)
         if first and self._split and job.kind == "build" and len(job.parts) == 1:
-            merged = split_build(super().submit, job, self.num_workers)
+            batch = FirstBatch(len(job.parts[0][1]))
+            submit = functools.partial(self._submit_slice, batch)
+            merged = split_build(submit, job, self.num_workers)
             if merged is not None:
                 return merged
         return super().submit(job)
+
+    def _submit_slice(self, batch: FirstBatch, job: Job) -> Future[Done]:
+        """Queue a slice of a first batch whose rows its worker may write into ``batch``
+        (see first_batch.py); ``batch`` is closed once every slice is over."""
+        batch.add(job, job.count)
+        with self._cond:
+            self._first[id(job)] = batch
+        future = super().submit(job)
+
+        def over(_: Future[Done]) -> None:
+            with self._cond:
+                self._first.pop(id(job), None)
+            batch.ended(job)
+
+        future.add_done_callback(over)
+        return future
 
     def _queued(self, job: Job) -> None:
         self._dispatch()
@@ -258,6 +279,15 @@ class ProcessExecutor(QueuedExecutor):
             worker.ready = True
             worker.stack_fd = message[2] if len(message) > 2 else None
             return True
+        if tag == "rows":  # a first batch's slice asks where its rows go
+            with self._cond:
+                held = worker.job
+                batch = self._first.get(id(held[0])) if held is not None else None
+                reply = batch.answer(held[0], message[1]) if batch and held else ("send",)
+                if not self._closed:  # (close() sends "stop" under the same lock)
+                    with contextlib.suppress(OSError):
+                        worker.conn.send_bytes(pickle.dumps(reply, protocol=5))
+            return True
         with self._cond:
             held, worker.job = worker.job, None
         if held is None:
@@ -267,7 +297,12 @@ class ProcessExecutor(QueuedExecutor):
             _, _, done, layout, nbytes = message
             if nbytes and job.kind == "build":  # (a slice is a part of a batch)
                 self._ring.note_size(nbytes)
-            if layout is not None and passed is not None:
+            if layout == PLACED:  # a first batch's slice, written into its rows
+                with self._cond:
+                    batch = self._first[id(job)]
+                done.value = rows = batch.rows(job)
+                nbytes = rows.nbytes
+            elif layout is not None and passed is not None:
                 done.value = views(passed.array, layout)  # the views keep the mapping
             elif layout is not None and slot is not None:
                 done.value = self._ring.view(slot, layout)

@@ -29,6 +29,7 @@ import cloudpickle
 
 from .._shm import Segment, send_with_segment
 from ..errors import WorkerError
+from .first_batch import PLACED, place_rows
 from .inherited import loads_with_inherited
 from .jobs import EMPTY, Runtime, WorkerSpec
 from .malloc import keep_large_blocks
@@ -118,9 +119,19 @@ def worker_main(
         except Exception as exc:
             _send(conn, ("error", job.seq, pack_error(exc)))
             continue
-        layout, nbytes = None, 0
+        layout: Any = None
+        nbytes = 0
         own: Segment | None = None  # the batch's own segment (not the slot): closed below
-        if job.kind in ("build", "slice") and done.value is not EMPTY:
+        if job.kind == "slice" and done.value is not EMPTY:
+            # The first batch's slice: its rows written straight into the parent's batch.
+            start = time.perf_counter()
+            placed = place_rows(conn, _send, done.value)
+            if placed is None:
+                return
+            if placed:
+                done.value, layout = None, PLACED
+                done.transfer_seconds = time.perf_counter() - start
+        if job.kind in ("build", "slice") and done.value is not EMPTY and layout is None:
             # A batch without a slot gets its own segment only while the parent cannot
             # know the size (no slot yet); at the ring's cap it is sent by copy. A
             # slice's records (of the first batch, collated in the parent) always get

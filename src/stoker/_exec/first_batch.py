@@ -1,0 +1,210 @@
+"""The first batch's slices written by their process workers into one shared batch.
+
+A cold start splits the first batch across the workers (:mod:`stoker._exec.merge`).
+Each worker reads its slice's records; collating them in the parent would copy the
+whole batch once more, on one core, after every worker has finished. Instead, a
+worker that holds its slice's records describes one row (:func:`row_description`:
+the structure and, per array, its shape and dtype, from collating the first record
+alone) and asks the parent where to put them (``("rows", description)``). The parent
+(:class:`FirstBatch`) makes one segment for the whole batch from the first
+description it receives and answers every slice whose rows match with
+``("place", handle, first row, layout)``; each worker collates its records straight
+into its rows of that segment, in parallel, and the parent hands out views of it.
+A slice whose rows differ, or that are not plain arrays, is answered ``("send",)``
+and its records travel as before; the parent then collates every record, read back
+from the rows already written (:class:`PlacedRows`), exactly as the one collate
+would have, errors included.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from .._collate import default_collate
+from .._shm import Segment, SegmentHandle, attach
+from .._tree import TreeDef, flatten
+from .slots import Layout, layout_of, views
+
+__all__ = ["PLACED", "FirstBatch", "PlacedRows", "place_rows", "row_description"]
+
+PLACED = "placed"
+"""The layout a worker reports for a slice whose rows it wrote into the first batch."""
+
+RowDescription = tuple[TreeDef, tuple[tuple[tuple[int, ...], np.dtype[Any]], ...]]
+"""A record's structure and, per array leaf of its collated row, (shape, dtype)."""
+
+_ALIGN = 64
+
+
+def row_description(records: Sequence[Any]) -> RowDescription | None:
+    """How one collated row of ``records`` lies, or None when it cannot live in shared
+    memory (strings, objects, no arrays) or the first record does not collate.
+
+    Example:
+        >>> import numpy as np
+        >>> tree, leaves = row_description([{"x": np.zeros((2, 3), np.float32)}])
+        >>> leaves
+        (((2, 3), dtype('float32')),)
+    """
+    if not records:
+        return None
+    try:
+        probe = default_collate(records[:1])
+    except Exception:
+        return None  # the parent's collate of every record reports it
+    found = layout_of(probe)
+    if found is None:
+        return None
+    treedef, leaves = found
+    return treedef, tuple((leaf.shape[1:], leaf.dtype) for leaf in leaves)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedRows:
+    """Rows ``start:stop`` of a batch written in place: ``base`` (the segment's bytes,
+    which keeps the mapping alive) laid out as ``layout``."""
+
+    base: np.ndarray
+    layout: Layout
+    start: int
+    stop: int
+
+    def batch(self) -> Any:
+        """The whole batch, as views of ``base``."""
+        return views(self.base, self.layout)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of these rows."""
+        _, leaves = self.layout
+        row = sum(int(np.prod(shape[1:], dtype=np.int64)) * d.itemsize for _, shape, d in leaves)
+        return row * (self.stop - self.start)
+
+    def records(self) -> list[Any]:
+        """These rows as records (views), for a collate of the whole batch."""
+        leaves, treedef = flatten(self.batch())
+        rows = range(self.start, self.stop)
+        return [treedef.unflatten([leaf[i] for leaf in leaves]) for i in rows]
+
+
+class FirstBatch:
+    """The parent's side: one segment for a first batch of ``total`` records and the
+    first row of each slice job in it.
+
+    Example:
+        >>> import numpy as np
+        >>> first = FirstBatch(4)
+        >>> first.add("a", 3); first.add("b", 1)
+        >>> description = row_description([np.zeros(2, np.int16)])
+        >>> reply = first.answer("b", description)
+        >>> reply[0], reply[2], first.rows("b").stop
+        ('place', 3, 4)
+        >>> first.close()
+
+    Resources:
+        Owns the segment (made by the first answer); :meth:`close` (idempotent) drops
+        its descriptor once no worker may attach it any more. Views handed out keep
+        the memory.
+    """
+
+    def __init__(self, total: int) -> None:
+        self._total = total
+        self._starts: dict[Any, tuple[int, int]] = {}  # slice key -> (first row, rows)
+        self._next = 0
+        self._ended = 0  # records of the slices that are over
+        self._lock = threading.Lock()
+        self._segment: Segment | None = None
+        self._base: np.ndarray | None = None
+        self._layout: Layout | None = None
+        self._description: RowDescription | None = None
+        self._closed = False
+
+    def add(self, key: Any, rows: int) -> None:
+        """The next slice of the batch: ``rows`` records, named ``key``."""
+        with self._lock:
+            self._starts[key] = (self._next, rows)
+            self._next += rows
+
+    def answer(self, key: Any, description: RowDescription | None) -> tuple[Any, ...]:
+        """The reply to slice ``key``'s worker: where to write its rows, or send them."""
+        with self._lock:
+            start = self._starts.get(key)
+            if start is None or description is None or self._closed:
+                return ("send",)
+            if self._segment is None:
+                self._make(description)
+            if description != self._description:
+                return ("send",)
+            handle: SegmentHandle = self._segment.handle  # type: ignore[union-attr]
+            return ("place", handle, start[0], self._layout)
+
+    def _make(self, description: RowDescription) -> None:
+        treedef, rows = description
+        leaves, end = [], 0
+        for shape, dtype in rows:
+            end = -(-end // _ALIGN) * _ALIGN
+            full = (self._total, *shape)
+            leaves.append((end, full, dtype))
+            end += int(np.prod(full, dtype=np.int64)) * dtype.itemsize
+        self._segment = Segment(max(end, 1), "first-batch")
+        self._base = self._segment.array
+        self._layout = (treedef, tuple(leaves))
+        self._description = description
+
+    def rows(self, key: Any) -> PlacedRows:
+        """Slice ``key``'s rows, once its worker reported them written."""
+        start, count = self._starts[key]
+        if self._base is None or self._layout is None:
+            raise RuntimeError("no rows were placed in this first batch")
+        return PlacedRows(self._base, self._layout, start, start + count)
+
+    def ended(self, key: Any) -> None:
+        """Slice ``key`` is over (done, failed or cancelled): once every record's slice
+        is, no worker attaches the segment any more and it is closed."""
+        with self._lock:
+            self._ended += self._starts[key][1]
+            last = self._ended >= self._total
+        if last:
+            self.close()
+
+    def close(self) -> None:
+        """No worker attaches the segment any more: drop its descriptor (idempotent)."""
+        with self._lock:
+            self._closed = True
+            segment, self._segment = self._segment, None
+        if segment is not None:
+            segment.close()
+
+
+def place_rows(conn: Connection, send: Any, records: list[Any]) -> bool | None:
+    """The worker's side: ask the parent where ``records`` go (``send`` sends a message)
+    and collate them there. True: written into the parent's batch; False: send the
+    records instead; None: the parent stopped the worker (or is gone)."""
+    if not send(conn, ("rows", row_description(records))):
+        return None
+    try:
+        reply = conn.recv()
+    except (EOFError, OSError):
+        return None
+    if reply[0] == "stop":
+        return None
+    if reply[0] != "place":
+        return False
+    _, handle, start, layout = reply
+    segment = attach(handle)
+    try:
+        leaves, treedef = flatten(views(segment.array, layout))
+        out = treedef.unflatten([leaf[start : start + len(records)] for leaf in leaves])
+        written, _ = flatten(default_collate(records, out=out))
+        mine, _ = flatten(out)
+        return all(a is b for a, b in zip(written, mine, strict=True))
+    except Exception:
+        return False  # rows the one collate refuses: the parent's collate says why
+    finally:
+        segment.close()
