@@ -50,6 +50,8 @@ __all__ = [
 PREFIX = "stoker-"
 """Every segment's memfd name starts with this."""
 
+_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux 5.14 and later
+
 _available: bool | None = None
 
 
@@ -120,6 +122,17 @@ class Segment:
                 raise RuntimeError("the segment is closed: it cannot be shared any more")
             raise RuntimeError("only the process that created a segment can share it")
         return SegmentHandle(self._pid, self._fd, self.size)
+
+    def populate(self, start: int, stop: int) -> None:
+        """Allocate the pages of bytes ``start:stop`` now, in one call, rather than one
+        fault per page as they are first written (about a fifth cheaper for a fresh
+        segment). A kernel without ``MADV_POPULATE_WRITE`` (before Linux 5.14) leaves
+        them to the faults."""
+        if self._mmap is None or stop <= start:
+            return
+        first = start - start % mmap.PAGESIZE
+        with contextlib.suppress(OSError, ValueError):
+            self._mmap.madvise(_MADV_POPULATE_WRITE, first, min(stop, self.size) - first)
 
     @property
     def closed(self) -> bool:

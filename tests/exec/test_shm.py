@@ -193,3 +193,23 @@ def test_sharing_is_on_only_inside_the_context_and_only_in_its_thread():
         thread.join()
     assert not is_sharing()
     assert seen == [False]
+
+
+def _resident_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssShmem:"))
+
+
+def test_populate_allocates_a_range_of_pages_and_keeps_their_bytes():
+    seg = Segment(64 * 4096, "populate")
+    before = _resident_kib()
+    seg.array[:10] = 7
+    seg.populate(4096 + 100, 40 * 4096)  # from inside a page: its page is allocated too
+    seg.populate(0, 0)  # nothing
+    seg.populate(60 * 4096, 10**9)  # past the end: up to the end
+    assert bytes(seg.array[:10]) == b"\x07" * 10
+    assert not seg.array[10:].any()
+    grown = _resident_kib() - before
+    seg.close()
+    seg.populate(0, 4096)  # closed: nothing to do
+    assert grown >= 4 * (1 + 39 + 4) or grown == 4  # all of it, or a kernel before 5.14

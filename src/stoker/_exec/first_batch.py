@@ -200,7 +200,11 @@ def place_rows(conn: Connection, send: Any, records: list[Any]) -> bool | None:
     segment = attach(handle)
     try:
         leaves, treedef = flatten(views(segment.array, layout))
-        out = treedef.unflatten([leaf[start : start + len(records)] for leaf in leaves])
+        rows = [leaf[start : start + len(records)] for leaf in leaves]
+        for row in rows:  # fresh pages: allocated in one call each, not page by page
+            at = row.__array_interface__["data"][0] - segment.array.__array_interface__["data"][0]
+            segment.populate(at, at + row.nbytes)
+        out = treedef.unflatten(rows)
         written, _ = flatten(default_collate(records, out=out))
         mine, _ = flatten(out)
         return all(a is b for a, b in zip(written, mine, strict=True))
