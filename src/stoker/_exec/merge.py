@@ -3,7 +3,9 @@
 The first batch of a pass is what a cold start waits for. Its records are split
 across the workers (:func:`split_build`): every worker reads and transforms a slice
 of them, and the slices' records are collated together, once, by the default
-collate, which is what one worker would have done with the whole batch. The thread
+collate, which is what one worker would have done with the whole batch (process
+workers write plain-array rows straight into one shared batch instead, see
+``first_batch.py``; the collate then only joins what could not be). The thread
 workers of ``worker_mode="auto"`` (:class:`~stoker._exec.handover.HandoverExecutor`)
 and the process workers (:class:`~stoker._exec.processes.ProcessExecutor`) both
 split it.

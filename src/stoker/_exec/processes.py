@@ -10,7 +10,9 @@ replaced and its job sent again under ``restart_workers=True``.
 
 Batches come back as layouts of shared-memory slots, or of a segment the worker
 passes with the message (see ``slots.py``); the results thread turns them into NumPy
-views before resolving the job's future.
+views before resolving the job's future. The first batch's slices are written by
+their workers into one segment the results thread makes and names to them
+(``first_batch.py``).
 """
 
 from __future__ import annotations
@@ -183,7 +185,8 @@ class ProcessExecutor(QueuedExecutor):
 
         The first batch of each iterator is built by every worker, a slice each, and
         joined (:func:`~stoker._exec.merge.split_build`): a cold start waits for one
-        slice, not for a whole batch on one worker.
+        slice, not for a whole batch on one worker, and its rows are written by the
+        workers into one shared batch where they can be (:class:`FirstBatch`).
         """
         first = job.token > self._last_token
         self._last_token = max(self._last_token, job.token)
@@ -283,7 +286,9 @@ class ProcessExecutor(QueuedExecutor):
             with self._cond:
                 held = worker.job
                 batch = self._first.get(id(held[0])) if held is not None else None
-                reply = batch.answer(held[0], message[1]) if batch and held else ("send",)
+                reply: tuple[Any, ...] = ("send",)
+                if batch is not None and held is not None:
+                    reply = batch.answer(held[0], message[1])
                 if not self._closed:  # (close() sends "stop" under the same lock)
                     with contextlib.suppress(OSError):
                         worker.conn.send_bytes(pickle.dumps(reply, protocol=5))
