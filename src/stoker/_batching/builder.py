@@ -20,7 +20,8 @@ import numpy as np
 from .._collate import default_collate
 from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
-from .._stats import SourceReads, source_reads, transform_time
+from .._reads import thread_counts
+from .._stats import SourceReads
 from .._tree import flatten
 from .gather import SPLIT_BYTES, SplitGather
 from .pad import column_collate
@@ -205,15 +206,18 @@ class BatchBuilder:
 
     def records(self, ctx: Context, indices: np.ndarray, where: str) -> list[Any | Skip]:
         """The records at ``indices``; SKIP for filtered (or, under "skip", failing) ones."""
-        start, transform, reads = time.perf_counter(), transform_time(), source_reads()
+        start, (transform, hits, reads) = time.perf_counter(), thread_counts()
         try:
             return self._dataset._fetch(indices, ctx)
         except Exception as batch_exc:
             return self._one_by_one(ctx, indices, where, batch_exc)
         finally:
-            self.counters.fetch_seconds += time.perf_counter() - start
-            self.counters.transform_seconds += transform_time() - transform
-            self.counters.reads += source_reads() - reads
+            counters = self.counters
+            counters.fetch_seconds += time.perf_counter() - start
+            transformed, hit, read = thread_counts()
+            counters.transform_seconds += transformed - transform
+            if read is not reads or hit != hits:  # a source block was read
+                counters.reads += (read - reads)._replace(hits=hit - hits)
 
     def _locate(self, ctx: Context, indices: np.ndarray, where: str) -> None:
         """After a bulk gather failed: read the records one by one and raise the first
