@@ -8,16 +8,17 @@ the structure and, per array, its shape and dtype, from collating the first reco
 alone) and asks the parent where to put them (``("rows", description)``). The parent
 (:class:`FirstBatch`) makes one segment for the whole batch from the first
 description it receives and answers every slice whose rows match with
-``("place", handle, first row, layout)``; each worker collates its records straight
-into its rows of that segment, in parallel, and the parent hands out views of it.
-A slice whose rows differ, or that are not plain arrays, is answered ``("send",)``
-and its records travel as before; the parent then collates every record, read back
-from the rows already written (:class:`PlacedRows`), exactly as the one collate
-would have, errors included.
+``("place", first row, layout)``, passing the segment along with the answer; each
+worker collates its records straight into its rows of that segment, in parallel, and
+the parent hands out views of it. A slice whose rows differ, or that are not plain
+arrays, is answered ``("send",)`` and its records travel as before; the parent then
+collates every record, read back from the rows already written (:class:`PlacedRows`),
+exactly as the one collate would have, errors included.
 """
 
 from __future__ import annotations
 
+import pickle
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._collate import default_collate
-from .._shm import Segment, SegmentHandle, attach
+from .._shm import Segment, receive_with_segment
 from .._tree import TreeDef, flatten
 from .slots import Layout, layout_of, views
 
@@ -102,15 +103,16 @@ class FirstBatch:
         >>> first = FirstBatch(4)
         >>> first.add("a", 3); first.add("b", 1)
         >>> description = row_description([np.zeros(2, np.int16)])
-        >>> reply = first.answer("b", description)
-        >>> reply[0], reply[2], first.rows("b").stop
-        ('place', 3, 4)
+        >>> reply, segment = first.answer("b", description)
+        >>> reply[:2], segment.size >= 4 * 2 * 2, first.rows("b").stop
+        (('place', 3), True, 4)
         >>> first.close()
 
     Resources:
-        Owns the segment (made by the first answer); :meth:`close` (idempotent) drops
-        its descriptor once no worker may attach it any more. Views handed out keep
-        the memory.
+        Owns the segment (made by the first answer), which is passed to each worker
+        with its answer (its descriptor travels with the message, so no worker looks
+        it up by number); :meth:`close` (idempotent), once every slice is over, drops
+        it. Views handed out keep the memory.
     """
 
     def __init__(self, total: int) -> None:
@@ -131,18 +133,20 @@ class FirstBatch:
             self._starts[key] = (self._next, rows)
             self._next += rows
 
-    def answer(self, key: Any, description: RowDescription | None) -> tuple[Any, ...]:
-        """The reply to slice ``key``'s worker: where to write its rows, or send them."""
+    def answer(
+        self, key: Any, description: RowDescription | None
+    ) -> tuple[tuple[Any, ...], Segment | None]:
+        """The reply to slice ``key``'s worker, and the segment to pass with it: where
+        to write its rows, or ``("send",)`` and no segment."""
         with self._lock:
             start = self._starts.get(key)
             if start is None or description is None or self._closed:
-                return ("send",)
+                return ("send",), None
             if self._segment is None:
                 self._make(description)
             if description != self._description:
-                return ("send",)
-            handle: SegmentHandle = self._segment.handle  # type: ignore[union-attr]
-            return ("place", handle, start[0], self._layout)
+                return ("send",), None
+            return ("place", start[0], self._layout), self._segment
 
     def _make(self, description: RowDescription) -> None:
         treedef, rows = description
@@ -166,7 +170,7 @@ class FirstBatch:
 
     def ended(self, key: Any) -> None:
         """Slice ``key`` is over (done, failed or cancelled): once every record's slice
-        is, no worker attaches the segment any more and it is closed."""
+        is, no answer passes the segment any more and it is closed."""
         with self._lock:
             self._ended += self._starts[key][1]
             last = self._ended >= self._total
@@ -174,7 +178,7 @@ class FirstBatch:
             self.close()
 
     def close(self) -> None:
-        """No worker attaches the segment any more: drop its descriptor (idempotent)."""
+        """No slice is answered any more: drop the segment (idempotent)."""
         with self._lock:
             self._closed = True
             segment, self._segment = self._segment, None
@@ -189,20 +193,19 @@ def place_rows(conn: Connection, send: Any, records: list[Any]) -> bool | None:
     if not send(conn, ("rows", row_description(records))):
         return None
     try:
-        reply = conn.recv()
+        raw, segment = receive_with_segment(conn)
     except (EOFError, OSError):
         return None
-    if reply[0] == "stop":
-        return None
-    if reply[0] != "place":
-        return False
-    _, handle, start, layout = reply
-    segment = attach(handle)
+    reply = pickle.loads(raw)
+    if segment is None or reply[0] != "place":
+        return None if reply[0] == "stop" else False
+    _, start, layout = reply
     try:
         leaves, treedef = flatten(views(segment.array, layout))
         rows = [leaf[start : start + len(records)] for leaf in leaves]
+        base = segment.array.__array_interface__["data"][0]
         for row in rows:  # fresh pages: allocated in one call each, not page by page
-            at = row.__array_interface__["data"][0] - segment.array.__array_interface__["data"][0]
+            at = row.__array_interface__["data"][0] - base
             segment.populate(at, at + row.nbytes)
         out = treedef.unflatten(rows)
         written, _ = flatten(default_collate(records, out=out))

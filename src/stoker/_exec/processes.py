@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from .._shm import receive_with_segment, sharing_for_workers
+from .._shm import receive_with_segment, send_with_segment, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
 from .diagnosis import crash_message, dump_stacks, only_sample
 from .executor import cancel_future
@@ -287,11 +287,16 @@ class ProcessExecutor(QueuedExecutor):
                 held = worker.job
                 batch = self._first.get(id(held[0])) if held is not None else None
                 reply: tuple[Any, ...] = ("send",)
+                segment = None
                 if batch is not None and held is not None:
-                    reply = batch.answer(held[0], message[1])
+                    reply, segment = batch.answer(held[0], message[1])
                 if not self._closed:  # (close() sends "stop" under the same lock)
                     with contextlib.suppress(OSError):
-                        worker.conn.send_bytes(pickle.dumps(reply, protocol=5))
+                        try:
+                            data = pickle.dumps(reply, protocol=5)
+                            send_with_segment(worker.conn, data, segment)
+                        except RuntimeError:  # every slice ended meanwhile: nothing sent
+                            worker.conn.send_bytes(pickle.dumps(("send",), protocol=5))
             return True
         with self._cond:
             held, worker.job = worker.job, None
