@@ -30,7 +30,7 @@ import numpy as np
 from .._collate import default_collate
 from .._shm import Segment, receive_with_segment
 from .._tree import TreeDef, flatten
-from .slots import Layout, layout_of, views
+from .slots import Layout, layout_of, plan_offsets, views
 
 __all__ = ["PLACED", "FirstBatch", "PlacedRows", "place_rows", "row_description"]
 
@@ -39,8 +39,6 @@ PLACED = "placed"
 
 RowDescription = tuple[TreeDef, tuple[tuple[tuple[int, ...], np.dtype[Any]], ...]]
 """A record's structure and, per array leaf of its collated row, (shape, dtype)."""
-
-_ALIGN = 64
 
 
 def row_description(records: Sequence[Any]) -> RowDescription | None:
@@ -150,15 +148,14 @@ class FirstBatch:
 
     def _make(self, description: RowDescription) -> None:
         treedef, rows = description
-        leaves, end = [], 0
-        for shape, dtype in rows:
-            end = -(-end // _ALIGN) * _ALIGN
-            full = (self._total, *shape)
-            leaves.append((end, full, dtype))
-            end += int(np.prod(full, dtype=np.int64)) * dtype.itemsize
+        shapes = [(self._total, *shape) for shape, _ in rows]
+        dtypes = [dtype for _, dtype in rows]
+        pairs = zip(shapes, dtypes, strict=True)
+        sizes = [int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in pairs]
+        offsets, end = plan_offsets(sizes)
         self._segment = Segment(max(end, 1), "first-batch")
         self._base = self._segment.array
-        self._layout = (treedef, tuple(leaves))
+        self._layout = (treedef, tuple(zip(offsets, shapes, dtypes, strict=True)))
         self._description = description
 
     def rows(self, key: Any) -> PlacedRows:

@@ -32,7 +32,7 @@ import numpy as np
 from .._shm import Segment, SegmentHandle, attach
 from .._tree import TreeDef, flatten
 
-__all__ = ["Layout", "SlotRef", "SlotRing", "SlotWriter", "layout_of", "views"]
+__all__ = ["Layout", "SlotRef", "SlotRing", "SlotWriter", "layout_of", "plan_offsets", "views"]
 
 _ALIGN = 64
 _PAGE = 4096
@@ -49,12 +49,19 @@ class SlotRef:
     handle: SegmentHandle
 
 
-def _plan_offsets(leaves: list[np.ndarray]) -> tuple[list[int], int]:
+def plan_offsets(sizes: list[int]) -> tuple[list[int], int]:
+    """Where arrays of ``sizes`` bytes lie one after the other in a slot (each aligned
+    to 64 bytes), and the bytes they take.
+
+    Example:
+        >>> plan_offsets([10, 100, 1])
+        ([0, 64, 192], 193)
+    """
     offsets, end = [], 0
-    for leaf in leaves:
+    for size in sizes:
         end = -(-end // _ALIGN) * _ALIGN
         offsets.append(end)
-        end += leaf.nbytes
+        end += size
     return offsets, end
 
 
@@ -256,7 +263,7 @@ class SlotWriter:
         treedef, leaves = found
         if any(leaf.ndim == 0 or leaf.shape[0] != self._batch_size for leaf in leaves):
             return
-        offsets, _ = _plan_offsets(leaves)
+        offsets, _ = plan_offsets([leaf.nbytes for leaf in leaves])
         self._plan = (
             treedef,
             [(off, leaf.shape, leaf.dtype) for off, leaf in zip(offsets, leaves, strict=True)],
@@ -276,7 +283,7 @@ class SlotWriter:
         if found is None:
             return None, 0, None
         treedef, leaves = found
-        offsets, total = _plan_offsets(leaves)
+        offsets, total = plan_offsets([leaf.nbytes for leaf in leaves])
         segment = self._current
         if segment is not None and total <= segment.size:
             base = segment.array
