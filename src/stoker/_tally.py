@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["TALLIES", "RemoteTally", "remote_tally", "this_thread_tally"]
+__all__ = ["TALLIES", "RemoteTally", "remote_tally"]
 
 
 class RemoteTally:
@@ -64,8 +64,3 @@ def remote_tally() -> RemoteTally:
     if tally is None:
         tally = TALLIES.tally = RemoteTally()
     return tally
-
-
-def this_thread_tally() -> RemoteTally | None:
-    """This thread's tally, None before its first remote read."""
-    return TALLIES.tally
