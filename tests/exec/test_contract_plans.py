@@ -244,7 +244,15 @@ def test_the_watchdog_names_the_record_in_flight(
     cell: tuple[Plan, Entry], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     plan, entry = cell
-    warnings, findings = _watchdog_reports(plan, entry, tmp_path, caplog)
+    # A busy machine may stall a batch before the record is reached: the report then
+    # shows no held frame, and once the record is let go there is no second stall to
+    # report. Such a run is tried again (up to 3 times), each with a gate of its own.
+    for attempt in range(3):
+        folder = tmp_path / f"attempt-{attempt}"
+        folder.mkdir()
+        warnings, findings = _watchdog_reports(plan, entry, folder, caplog)
+        if _framed(warnings):
+            break
     assert findings is not None
     assert any(findings in w for w in warnings)  # it.stats() keeps what was logged
     _names_the_record(plan, entry, (_framed(warnings) or warnings)[-1])
