@@ -56,6 +56,10 @@ RANKS: dict[str, int] = {
     "_hosts": 1,
     "_context": 1,
     "_tuning": 1,
+    # the sampler protocol (what a sampler and its cursor are, and their state): the
+    # sources offer block-aligned orders of their own on it (ds.shuffle_sampler())
+    "_sampling.base": 1,
+    "_sampling.stateful": 1,
     # what the config and the pipeline decide, worked out once
     "_settings": 2,
     "_sizing": 1,

@@ -18,9 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "bench" / "import_graph.py"
 
 # Imports that still run back up (importer, imported), to be paid off.
-KNOWN_BACK_UP = {
-    ("_sources.blocks", "_sampling.chunked"),  # ds.shuffle_sampler() of every table source
-}
+KNOWN_BACK_UP: set[tuple[str, str]] = set()
 # Circles between modules, beyond the allowed one (sorted members).
 KNOWN_CIRCLES: set[tuple[str, ...]] = set()
 

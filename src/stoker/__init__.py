@@ -25,7 +25,6 @@ from ._progress import Progress as Progress
 from ._progress import progress as progress
 from ._sampling.base import Sampler as Sampler
 from ._sampling.batch import BatchSampler as BatchSampler
-from ._sampling.chunked import ChunkedShuffleSampler as ChunkedShuffleSampler
 from ._sampling.foreign import ForeignSampler as ForeignSampler
 from ._sampling.random import RandomSampler as RandomSampler
 from ._sampling.sequential import SequentialSampler as SequentialSampler
@@ -36,6 +35,7 @@ from ._sources.arrays import from_arrays as from_arrays
 from ._sources.arrow import from_arrow as from_arrow
 from ._sources.arrow import from_pandas as from_pandas
 from ._sources.arrow import from_polars as from_polars
+from ._sources.block_shuffle import ChunkedShuffleSampler as ChunkedShuffleSampler
 from ._sources.csv_lines import from_csv as from_csv
 from ._sources.files import from_files as from_files
 from ._sources.hf import from_hf as from_hf

@@ -310,7 +310,7 @@ def test_chunked_window_of_one_keeps_chunks_contiguous() -> None:
 
 
 def test_large_windows_built_ahead_give_the_same_order_as_built_in_place() -> None:
-    from stoker._sampling.chunked import AHEAD_POSITIONS
+    from stoker._sources.block_shuffle import AHEAD_POSITIONS
 
     n = 3 * AHEAD_POSITIONS + 1000  # four windows, the last a short one
     sampler = sk.ChunkedShuffleSampler(n, chunk_size=AHEAD_POSITIONS // 4, window=AHEAD_POSITIONS)

@@ -35,10 +35,10 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from .._context import Context
-from .._sampling.chunked import ChunkedShuffleSampler
 from .._source_caches import CacheLayout
 from ..errors import ConfigError, RecordValueError
 from .block_gather import gather_batch, join_blocks, split_blocks, take_columns, which_blocks
+from .block_shuffle import ChunkedShuffleSampler
 from .columns import Columns, Ragged, column_batch, columns_nbytes
 from .decode_cache import DecodeCache, count_decode, count_hits, process_cache
 from .table import TableDataset

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._background import Computed
 from .._rng import epoch_rng
-from .base import (
+from .._sampling.base import (
     EpochOrder,
     IndexArray,
     IndexCursor,
