@@ -26,6 +26,7 @@ from ._batching.builder import BatchBuilder
 from ._epoch.plan import EpochPlan
 from ._exec.autotune import Autotune
 from ._exec.jobs import Job, Tally
+from ._exec.malloc import large_blocks_kept
 from ._pass import PassSpec, Reopens
 from ._progress import Monitor, stats_while_alive
 from ._source_caches import source_caches
@@ -324,6 +325,9 @@ class LoaderIterator(Generic[B]):
             queue_seconds=queue,
             work_seconds=work,
             cpu_seconds=tally.cpu_seconds,
+            system_seconds=tally.system_seconds,
+            page_faults=tally.faults,
+            allocator_tuned=large_blocks_kept(),
             idle_seconds=w.idle_seconds,
             bytes_moved=tally.nbytes,
             restarts=int(getattr(self._executor, "restarts", 0)),

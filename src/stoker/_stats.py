@@ -104,6 +104,14 @@ class LoaderStats:
         queue_seconds: time jobs waited for a free worker (and in transit).
         work_seconds: the workers' wall time on jobs (inline: production time).
         cpu_seconds: the workers' CPU time on jobs (0 inline).
+        system_seconds: the part of ``cpu_seconds`` spent in the kernel (Linux;
+            counted from each worker thread's previous job, so waits between jobs
+            add their little).
+        page_faults: minor page faults the workers' jobs took: pages of fresh memory
+            the kernel handed them (Linux). Many, with much system time, mean memory
+            freed and taken back every record (see ``tune_allocator``).
+        allocator_tuned: this process's glibc thresholds keep large freed blocks for
+            reuse (``DataLoader(tune_allocator=True)``; worker processes always do).
         idle_seconds: time the loader waited for the training loop: every batch in
             flight was ready and the window was full.
         bytes_moved: bytes that crossed from process workers (pipe and shared memory).
@@ -178,6 +186,9 @@ class LoaderStats:
     queue_seconds: float = 0.0
     work_seconds: float = 0.0
     cpu_seconds: float = 0.0
+    system_seconds: float = 0.0
+    page_faults: int = 0
+    allocator_tuned: bool = False
     idle_seconds: float = 0.0
     bytes_moved: int = 0
     restarts: int = 0
@@ -254,6 +265,16 @@ class LoaderStats:
         return report(self)
 
 
+def _kernel_words(s: LoaderStats) -> str:
+    """The kernel's part of the workers' CPU time and their page faults a batch."""
+    if not s.cpu_seconds or not s.batches:
+        return ""
+    return (
+        f" (kernel {s.system_seconds / s.cpu_seconds:.0%}, "
+        f"{s.page_faults / s.batches:,.0f} page faults a batch)"
+    )
+
+
 def report(s: LoaderStats) -> str:
     """The multi-line report of ``str(stats)`` (every line is explained in docs/stats.md)."""
     elapsed = s.elapsed_seconds
@@ -265,6 +286,7 @@ def report(s: LoaderStats) -> str:
         where += (
             f"; busy {s.worker_utilisation:.0%}"
             + (f", CPU {s.cpu_seconds / s.work_seconds:.0%} of it" if s.work_seconds else "")
+            + _kernel_words(s)
             + f"; restarts {s.restarts}"
         )
     else:

@@ -17,7 +17,13 @@ checked on made-up numbers as well as on real loaders. The rules, in order:
   0. one batch that took half the wait or more, ten times the others' average: a
      stalled record, named with its batch and sample indices;
 
-  1. thread workers that used about one core between them and waited the rest of
+  1. busy thread workers (70 % or more) in a process whose allocator gives large
+     freed blocks back (no ``tune_allocator``) that spent a quarter of their CPU
+     time or more in the kernel, at 256 page faults a batch or more (a MiB of fresh
+     pages): the memory each record frees is taken back fresh by the next, so
+     ``tune_allocator=True`` or processes, not more threads (checked before the
+     GIL: threads that take faults use less than their cores, as GIL-bound ones do);
+  1b. thread workers that used about one core between them and waited the rest of
      their time: the GIL runs them one at a time (processes would run side by
      side; more threads would only wait longer);
   2. workers that delivered no faster than the same work would run inline (the work
@@ -46,6 +52,8 @@ INPUT_BOUND_SHARE = 0.2
 """The share of the time the loop waited for data above which the input limits it."""
 
 _BUSY = 0.7  # worker utilisation above which the workers are the limit
+_KERNEL_SHARE = 0.25  # system time / CPU time of thread workers' jobs: memory churn,
+_FAULTS_A_BATCH = 256  # with at least this many page faults a batch (1 MiB of pages)
 _CPU_WORK = 0.5  # CPU time / wall time of jobs above which they are CPU work
 _NOT_FASTER = 0.9  # delivered in at least this share of the inline estimate: no gain
 _WORTH_A_HANDOFF = 200e-6  # seconds of work per batch below which workers cannot pay
@@ -78,6 +86,12 @@ class Counters(SourceCounters, Protocol):
     def work_seconds(self) -> float: ...
     @property
     def cpu_seconds(self) -> float: ...
+    @property
+    def system_seconds(self) -> float: ...
+    @property
+    def page_faults(self) -> int: ...
+    @property
+    def allocator_tuned(self) -> bool: ...
     @property
     def worker_mode(self) -> str: ...
     @property
@@ -264,7 +278,10 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
     cpu_work = _cpu_work(s)
     inline_work = min(build, s.cpu_seconds) if cpu_work else build
     words = _stage_words(stage, cpu_work or s.cpu_seconds <= 0)
-    # 1. threads serialised by the GIL: between them they used about one core, and
+    # 1. threads taking back, page by page, the memory they freed
+    if util >= _BUSY and _churns_memory(s):
+        return _memory_churn(s, waited, stage, util)
+    # 1b. threads serialised by the GIL: between them they used about one core, and
     # waited the rest of their time (each one's CPU share falls as threads are added,
     # so the share alone does not tell)
     if (
@@ -345,6 +362,36 @@ def _with_workers(s: Counters, waited: str, stage: str, elapsed: float, wait: fl
     else:
         advice_w = f"a bigger prefetch (now {s.depth} batches in flight) or ordered=False"
     return Verdict("input-bound", stage, reason, (advice_w,))
+
+
+def _churns_memory(s: Counters) -> bool:
+    """Thread workers whose jobs spent much of their CPU time in the kernel taking
+    page faults: memory freed by one record and given back, taken fresh by the next."""
+    return (
+        s.worker_mode == "thread"
+        and not s.allocator_tuned
+        and s.cpu_seconds > 0
+        and s.system_seconds >= _KERNEL_SHARE * s.cpu_seconds
+        and s.page_faults >= _FAULTS_A_BATCH * s.batches
+    )
+
+
+def _memory_churn(s: Counters, waited: str, stage: str, util: float) -> Verdict:
+    reason = (
+        f"{waited}; the {s.num_workers} thread workers were busy {util:.0%} of the time "
+        f"and spent {s.system_seconds / s.cpu_seconds:.0%} of their CPU time in the kernel, "
+        f"on {s.page_faults / s.batches:,.0f} page faults a batch: glibc gives the large "
+        "blocks the pipeline frees back to the system, and every record takes them back "
+        "as fresh pages"
+    )
+    advice = (
+        "DataLoader(tune_allocator=True) keeps large freed blocks for reuse (it raises "
+        "glibc's malloc thresholds for the rest of this process: up to 256 MiB of freed "
+        "memory stays with it), or worker_mode='process' (worker processes keep them "
+        "raised); more threads would take more faults",
+        _cheaper(stage),
+    )
+    return Verdict("input-bound", stage, reason, advice)
 
 
 _MARK_SHARES = (

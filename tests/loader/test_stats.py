@@ -212,6 +212,50 @@ def test_thread_workers_held_by_the_gil_are_told_to_use_processes():
     assert "more workers" not in _text(stats)
 
 
+def _churning_threads(**counters):
+    return _stats(
+        **{
+            "wait_seconds": 9.0,
+            "fetch_seconds": 19.0,
+            "transform_seconds": 18.0,
+            "collate_seconds": 0.5,
+            "work_seconds": 19.5,
+            "cpu_seconds": 15.0,
+            "system_seconds": 6.0,
+            "page_faults": 5_000_000,
+            "num_workers": 2,
+            "worker_mode": "thread",
+            "worker_utilisation": 0.98,
+            "depth": 4,
+            "cpu_count": 2,
+            **counters,
+        }
+    )
+
+
+def test_threads_that_take_back_freed_memory_are_told_about_the_allocator():
+    stats = _churning_threads()
+    assert stats.verdict.kind == "input-bound"
+    assert "40% of their cpu time in the kernel" in stats.verdict.reason.lower()
+    assert "5,000 page faults a batch" in stats.verdict.reason
+    assert "tune_allocator=True" in stats.verdict.advice[0]
+    assert "worker_mode='process'" in stats.verdict.advice[0]
+    assert "(kernel 40%, 5,000 page faults a batch)" in str(stats)
+
+
+@pytest.mark.parametrize(
+    "counters",
+    [
+        {"allocator_tuned": True},  # asked for already
+        {"worker_mode": "process"},  # worker processes keep large blocks
+        {"system_seconds": 1.0},  # the kernel's share is small: faults cost little
+        {"page_faults": 100_000},  # 100 a batch: a few fresh arrays, not churn
+    ],
+)
+def test_the_allocator_is_named_only_for_threads_that_churn_untuned(counters):
+    assert "tune_allocator" not in _text(_churning_threads(**counters))
+
+
 def test_starved_workers_with_a_small_window_ask_for_a_bigger_prefetch():
     stats = _stats(
         wait_seconds=6.0,

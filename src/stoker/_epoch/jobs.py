@@ -117,6 +117,8 @@ class Done:
     reads: SourceReads = NO_READS
     work_seconds: float = 0.0
     cpu_seconds: float = 0.0
+    system_seconds: float = 0.0  # worker jobs: the kernel's part of the time on a CPU
+    faults: int = 0  # worker jobs: minor page faults (fresh pages from the kernel)
     transfer_seconds: float = 0.0
     nbytes: int = 0
     cpu_wait_seconds: float = 0.0  # thread workers that measure it: waiting for a CPU

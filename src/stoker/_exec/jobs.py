@@ -24,6 +24,7 @@ from .._iterdataset import IterDataset, StreamCursor
 from .._reads import NO_READS, thread_counts
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 from .schedstat import CpuWaitClock
+from .usage import KernelUsage
 
 __all__ = ["EMPTY", "Done", "Job", "Runtime", "Tally", "WorkerSpec"]
 
@@ -45,6 +46,8 @@ class Tally:
         self.hits = 0  # blocks found decoded (not in reads: see Done.hits)
         self.work_seconds = 0.0
         self.cpu_seconds = 0.0
+        self.system_seconds = 0.0  # of cpu_seconds, in the kernel
+        self.faults = 0  # minor page faults the jobs took
         self.cpu_wait_seconds = 0.0
         self.transfer_seconds = 0.0
         self.nbytes = 0
@@ -75,6 +78,8 @@ class Tally:
         self.hits += done.hits
         self.work_seconds += done.work_seconds
         self.cpu_seconds += done.cpu_seconds
+        self.system_seconds += done.system_seconds
+        self.faults += done.faults
         self.cpu_wait_seconds += done.cpu_wait_seconds
         self.transfer_seconds += done.transfer_seconds
         self.nbytes += done.nbytes
@@ -97,6 +102,8 @@ class Tally:
             if done.work_seconds:  # a worker's job (inline jobs report no worker time)
                 self.work_seconds += done.work_seconds
                 self.cpu_seconds += done.cpu_seconds
+                self.system_seconds += done.system_seconds
+                self.faults += done.faults
                 self.cpu_wait_seconds += done.cpu_wait_seconds
                 self.transfer_seconds += done.transfer_seconds
                 self.nbytes += done.nbytes
@@ -148,6 +155,7 @@ class Runtime:
         self._inline = mode == "inline"
         self._cpu_wait = cpu_wait  # also measure the time waiting for a CPU
         self._clock: CpuWaitClock | None = None  # opened on the worker's thread
+        self._kernel: KernelUsage | None = None  # counts on the thread that runs the jobs
         self.info = WorkerInfo(
             id=worker_id,
             num_workers=spec.num_workers,
@@ -197,10 +205,15 @@ class Runtime:
         if self._cpu_wait and clock is None:
             clock = self._clock = CpuWaitClock()
         queued = clock.seconds() if clock is not None else 0.0
+        kernel = self._kernel
+        if kernel is None:  # the first job: count from here, not from the thread's start
+            kernel = self._kernel = KernelUsage()
+            kernel.since()
         start, cpu = time.perf_counter(), time.thread_time()
         done = self._run(job)
         done.work_seconds = time.perf_counter() - start
         done.cpu_seconds = time.thread_time() - cpu
+        done.system_seconds, done.faults = kernel.since()
         if clock is not None:
             done.cpu_wait_seconds = clock.seconds() - queued
         transformed, hit, read = thread_counts()

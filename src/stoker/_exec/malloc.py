@@ -18,7 +18,7 @@ import ctypes
 import ctypes.util
 import threading
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_large_blocks"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_large_blocks", "large_blocks_kept"]
 
 MMAP_THRESHOLD = 64 << 20
 TRIM_THRESHOLD = 256 << 20
@@ -51,3 +51,13 @@ def keep_large_blocks() -> bool:
         mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
         _done = True
         return True
+
+
+def large_blocks_kept() -> bool:
+    """True once :func:`keep_large_blocks` raised this process's thresholds.
+
+    Example:
+        >>> isinstance(large_blocks_kept(), bool)
+        True
+    """
+    return _done

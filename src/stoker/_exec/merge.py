@@ -45,6 +45,8 @@ def joined_done(value: Any, parts: list[Done]) -> Done:
     done.reads = sum((d.reads for d in parts), SourceReads())
     done.work_seconds = sum(d.work_seconds for d in parts)
     done.cpu_seconds = sum(d.cpu_seconds for d in parts)
+    done.system_seconds = sum(d.system_seconds for d in parts)
+    done.faults = sum(d.faults for d in parts)
     done.cpu_wait_seconds = sum(d.cpu_wait_seconds for d in parts)
     done.transfer_seconds = sum(d.transfer_seconds for d in parts)
     done.nbytes = sum(d.nbytes for d in parts)
