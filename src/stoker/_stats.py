@@ -270,7 +270,7 @@ def _kernel_words(s: LoaderStats) -> str:
     if not s.cpu_seconds or not s.batches:
         return ""
     return (
-        f" (kernel {s.system_seconds / s.cpu_seconds:.0%}, "
+        f" (kernel {min(s.system_seconds, s.cpu_seconds) / s.cpu_seconds:.0%}, "
         f"{s.page_faults / s.batches:,.0f} page faults a batch)"
     )
 
