@@ -36,7 +36,7 @@ for a stage over one parent); both live here, below the nodes that subclass them
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
 import numpy as np
@@ -113,6 +113,12 @@ class Dataset(Generic[T]):
     def _fetch(self, indices: np.ndarray, ctx: Context) -> list[T | Skip]:
         """The records at ``indices`` (int64, already in range); ``SKIP`` for removed ones."""
         return list(self.__getitems__(indices.tolist()))
+
+    def _fetch_each(self, indices: np.ndarray, ctx: Context) -> Iterator[T | Skip]:
+        """``_fetch``'s records one at a time, in order. A stage that makes its records
+        one by one (``map``) yields each as soon as it is made, so that the batch
+        builder can write it into the batch and let it go before the next is made."""
+        return iter(self._fetch(indices, ctx))
 
     def _gather(self, indices: np.ndarray, ctx: Context, out: Batch | None) -> Batch:
         """The collated batch for ``indices``, or ``NotImplemented`` (see the module doc)."""

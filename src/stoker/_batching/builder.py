@@ -22,12 +22,18 @@ from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
 from .._reads import thread_counts
 from .._stats import SourceReads
-from .._tree import flatten
+from .._tree import TreeDef, flatten
 from .gather import SPLIT_BYTES, SplitGather
 from .pad import column_collate
 from .pool import BufferPool
 
-__all__ = ["BatchBuilder", "BuildCounters", "add_batch_index", "add_location"]
+__all__ = ["STREAM_ROW_BYTES", "BatchBuilder", "BuildCounters", "add_batch_index", "add_location"]
+
+STREAM_ROW_BYTES = 64 << 10
+"""Records of this many bytes or more (arrays only) are written into the batch's
+planned buffer as each one is made, and let go before the next is made: a batch of
+them never lives at once. Freed together, they would hand glibc enough memory to
+give back to the system, and the next batch would take it again page by page."""
 
 
 @dataclass
@@ -111,6 +117,8 @@ class BatchBuilder:
         self._by_columns = column_collate(collate_fn) if on_error == "raise" else None
         self._split: SplitGather | None = None
         self._skips = self._dataset.may_skip or on_error == "skip"
+        # Written row by row into the planned buffer (None: decided at the first one).
+        self._streams: bool | None = None if collate_fn is None else False
         self.counters = BuildCounters()
 
     @property
@@ -160,6 +168,10 @@ class BatchBuilder:
                 batch = self._collate_columns(ctx, indices)
                 if batch is not NotImplemented:
                     return batch
+            if self._streams is not False:
+                out = self._pool.acquire(len(indices))
+                if out is not None:
+                    return self._stream(ctx, indices, where, out)
             return self.collate(self.records(ctx, indices, where))
         records: list[Any] = []
         for ctx, indices in parts:
@@ -169,6 +181,54 @@ class BatchBuilder:
             if not records:
                 return empty
         return self.collate(records)
+
+    def _stream(self, ctx: Context, indices: np.ndarray, where: str, out: Any) -> Any:
+        """The batch, each record written into ``out`` (a planned buffer) as it is made.
+
+        Records that are not big arrays of the planned shapes take the list path, and
+        so does the rest of the batch once one record differs (its rows written so far
+        read back as records): the batch, or the ``CollateError``, is what
+        ``default_collate`` gives for the same records.
+        """
+        rows, treedef = flatten(out)
+        if self._streams is None:  # decided once, on the first planned batch
+            big = sum(row.nbytes for row in rows) >= STREAM_ROW_BYTES * len(indices)
+            self._streams = big and _only_arrays(treedef)
+        if not self._streams:
+            return self.collate(self.records(ctx, indices, where), out)
+        counters = self.counters
+        start, (transform, hits, reads) = time.perf_counter(), thread_counts()
+        writing = 0.0
+        rest: list[Any] | None = None
+        try:
+            made = self._dataset._fetch_each(indices, ctx)
+            k = 0  # (not enumerate: its reused tuple would hold the last record)
+            for record in made:
+                leaves, shape = flatten(record)
+                if shape != treedef or not _fits(leaves, rows):
+                    self._streams = False  # the records vary: the list path from now on
+                    written = [treedef.unflatten([row[j] for row in rows]) for j in range(k)]
+                    rest = [*written, record, *made]
+                    break
+                began = time.perf_counter()
+                for row, leaf in zip(rows, leaves, strict=True):
+                    row[k] = leaf
+                writing += time.perf_counter() - began
+                del record, leaves, leaf  # let it go before the next record is made
+                k += 1  # noqa: SIM113 (see above)
+        except Exception as exc:
+            self._one_by_one(ctx, indices, where, exc)  # raises the record's error, located
+            raise
+        finally:
+            counters.fetch_seconds += time.perf_counter() - start - writing
+            counters.collate_seconds += writing
+            transformed, hit, read = thread_counts()
+            counters.transform_seconds += transformed - transform
+            if read is not reads or hit != hits:  # a source block was read
+                counters.reads += (read - reads)._replace(hits=hit - hits)
+        if rest is not None:
+            return self.collate(rest)
+        return out
 
     def _collate_columns(self, ctx: Context, indices: np.ndarray) -> Any:
         """The batch collated from the dataset's columns, or ``NotImplemented`` (a dataset
@@ -259,16 +319,31 @@ class BatchBuilder:
             raise batch_exc
         return records
 
-    def collate(self, records: list[Any]) -> Any:
-        """Collate ``records`` (into a recycled buffer when the plan allows)."""
+    def collate(self, records: list[Any], out: Any = None) -> Any:
+        """Collate ``records`` (into ``out``, or a recycled buffer when the plan allows)."""
         start = time.perf_counter()
         try:
             if self._collate_fn is not None:
                 return self._collate_fn(records)
-            out = self._pool.acquire(len(records))
+            if out is None:
+                out = self._pool.acquire(len(records))
             batch = default_collate(records, out)
             if out is None:
                 self._pool.adopt(batch)
             return batch
         finally:
             self.counters.collate_seconds += time.perf_counter() - start
+
+
+def _only_arrays(treedef: TreeDef) -> bool:
+    """True when every leaf of a batch of this structure is an array (no strings,
+    no objects: those are collated as lists)."""
+    return treedef.kind != "leaf" and all(_only_arrays(child) for child in treedef.children)
+
+
+def _fits(leaves: list[np.ndarray], rows: list[np.ndarray]) -> bool:
+    """True when a record's arrays have the shapes and dtypes of a batch's rows."""
+    return all(
+        leaf.dtype == row.dtype and leaf.shape == row.shape[1:]
+        for leaf, row in zip(leaves, rows, strict=True)
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -75,6 +75,34 @@ class MapDataset(UnaryNode[U]):
             return self._apply(records, indices, ctx)
         finally:
             add_transform_time(time.perf_counter() - start)
+
+    def _fetch_each(self, indices: np.ndarray, ctx: Context) -> Iterator[U | Skip]:
+        # Record by record through every map of a chain: each record is made whole
+        # (read, decode, augment) before the next, and the memory of its steps is
+        # reused by the next record instead of a batch of each step living at once.
+        records = self._parent._fetch_each(indices, ctx.child(0))
+        return self._each(records, indices, ctx)
+
+    def _each(
+        self, records: Iterator[Any], indices: np.ndarray, ctx: Context
+    ) -> Iterator[U | Skip]:
+        fn, clock = self._fn, time.perf_counter
+        seed, epoch, path = ctx.seed, ctx.epoch, ctx.path
+        # No zip nor enumerate: their reused result tuple would hold the last record
+        # while the next one is made.
+        for i in indices.tolist():
+            r = next(records)
+            if r is SKIP:
+                yield SKIP
+                continue
+            start = clock()
+            try:
+                made = fn(r, reused_record_rng(seed, epoch, i, path)) if self._seeded else fn(r)
+            finally:
+                add_transform_time(clock() - start)
+            del r  # neither this step's input nor its output outlives its record
+            yield made
+            del made
 
     def _apply(self, records: list[Any], indices: np.ndarray, ctx: Context) -> list[U | Skip]:
         fn = self._fn

@@ -1,0 +1,178 @@
+"""Big records are written into the batch as each one is made (``STREAM_ROW_BYTES``).
+
+Once a loader's batch buffers are planned, records of 64 KiB or more (arrays only) go
+through a chain of maps one at a time and are copied into their row at once, so a
+batch of them never lives at once. The batches, their dtypes and the errors are those
+of the list path (the same records collated by ``default_collate``).
+"""
+
+import weakref
+
+import numpy as np
+import pytest
+
+import stoker as sk
+from stoker._batching.builder import STREAM_ROW_BYTES
+
+SIDE = 128  # 128 x 128 float32: 64 KiB, a row big enough to stream
+
+
+def _image(i):
+    return np.full((SIDE, SIDE), i, dtype=np.float32)
+
+
+def _record(i):
+    return {"image": _image(i), "label": np.int64(i).reshape(())}
+
+
+def _brighten(r, rng):
+    return {"image": r["image"] + rng.random(), "label": r["label"]}
+
+
+def _batches(ds, collate_fn=None, **options):
+    loader = sk.DataLoader(ds, batch_size=4, collate_fn=collate_fn, **options)
+    with loader:
+        return list(loader)
+
+
+def _assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys()
+        for key in x:
+            assert x[key].dtype == y[key].dtype
+            np.testing.assert_array_equal(x[key], y[key])
+
+
+def test_a_row_of_64_kib_streams():
+    assert _image(0).nbytes == STREAM_ROW_BYTES
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"shuffle": True, "seed": 3}, {"num_workers": 2, "worker_mode": "thread"}],
+    ids=["in-order", "shuffled", "threads"],
+)
+def test_streamed_batches_are_the_list_paths(options):
+    ds = sk.range(0, 30).map(_record).map(_brighten, seeded=True)
+    streamed = _batches(ds, **options)
+    listed = _batches(ds, collate_fn=sk.default_collate, **options)  # a collate_fn: lists
+    _assert_same(streamed, listed)
+    assert sorted(x for b in streamed for x in b["label"].tolist()) == list(range(30))
+
+
+def test_records_go_through_the_chain_one_at_a_time():
+    calls = []
+
+    def read(i):
+        calls.append(("read", i))
+        return _image(i)
+
+    def crop(a):
+        calls.append(("crop", int(a[0, 0])))
+        return a * 2
+
+    loader = sk.DataLoader(sk.range(0, 12).map(read).map(crop), batch_size=4)
+    with loader:
+        batches = [b[:, 0, 0].tolist() for b in loader]
+    assert batches == [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 22]]
+    # The first batch plans the buffers, step by step (so may the next, while the
+    # first one is still held); then they stream.
+    assert calls[:8] == [("read", i) for i in range(4)] + [("crop", i) for i in range(4)]
+    assert calls[-8:] == [(step, i) for i in range(8, 12) for step in ("read", "crop")]
+
+
+def test_small_records_keep_the_list_path():
+    calls = []
+
+    def step(i):
+        calls.append(i)
+        return np.full(4, i, dtype=np.float32)
+
+    def again(a):
+        calls.append(-int(a[0]))
+        return a
+
+    loader = sk.DataLoader(sk.range(1, 9).map(step).map(again), batch_size=4)
+    with loader:
+        list(loader)
+    assert calls[4:8] == [-1, -2, -3, -4]  # a whole batch through each step
+    assert calls[8:12] == [5, 6, 7, 8]
+
+
+def test_a_record_of_another_dtype_gives_the_list_paths_batch():
+    def varying(i):
+        return _image(i).astype(np.float64 if i == 6 else np.float32)
+
+    ds = sk.range(0, 12).map(varying)
+    streamed = [b.copy() for b in _batches(ds)]
+    listed = _batches(ds, collate_fn=sk.default_collate)
+    assert [b.dtype for b in streamed] == [b.dtype for b in listed]
+    for a, b in zip(streamed, listed, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_record_of_another_shape_raises_the_collate_error():
+    def varying(i):
+        return np.zeros((SIDE, SIDE + (i == 9)), dtype=np.float32)
+
+    loader = sk.DataLoader(sk.range(0, 12).map(varying), batch_size=4)
+    with loader, pytest.raises(sk.CollateError) as raised:
+        list(loader)
+    assert raised.value.batch_index == 2
+
+
+def test_a_record_that_raises_mid_batch_is_named():
+    def failing(i):
+        if i == 10:
+            raise ValueError("bad pixels")
+        return _image(i)
+
+    loader = sk.DataLoader(sk.range(0, 12).map(failing), batch_size=4)
+    with loader, pytest.raises(ValueError, match="bad pixels") as raised:
+        list(loader)
+    assert raised.value.sample_index == 10
+    assert any("sample index 10" in note for note in raised.value.__notes__)
+
+
+def test_held_streamed_batches_keep_their_values():
+    loader = sk.DataLoader(sk.range(0, 40).map(_image), batch_size=4, prefetch=0)
+    with loader:
+        held = list(loader)
+    assert [b[:, 0, 0].tolist() for b in held] == [
+        [float(i) for i in range(k, k + 4)] for k in range(0, 40, 4)
+    ]
+
+
+class _Tracked(np.ndarray):
+    """An image that counts how many of its kind are alive."""
+
+    alive = 0
+    most = 0
+
+
+def _tracked(i):
+    image = _image(i).view(_Tracked)
+    _Tracked.alive += 1
+    _Tracked.most = max(_Tracked.most, _Tracked.alive)
+    weakref.finalize(image, _gone)
+    return image
+
+
+def _gone():
+    _Tracked.alive -= 1
+
+
+def test_one_streamed_record_lives_at_a_time():
+    loader = sk.DataLoader(sk.range(0, 80).map(_tracked), batch_size=8, prefetch=0)
+    with loader, loader.iter() as it:
+        # The first batches plan the buffers (a batch still held takes a second one):
+        # their records lived at once.
+        planned = [next(it)[:, 0, 0].tolist() for _ in range(3)]
+        _Tracked.most = _Tracked.alive
+        rest = []
+        for batch in it:
+            rest.append(batch[:, 0, 0].tolist())
+            del batch  # let its buffer go before the next batch is built
+    assert planned + rest == [[float(i) for i in range(k, k + 8)] for k in range(0, 80, 8)]
+    assert _Tracked.most <= 1
