@@ -1,9 +1,10 @@
 """Big records are written into the batch as each one is made (``STREAM_ROW_BYTES``).
 
 Once a loader's batch buffers are planned, records of 64 KiB or more (arrays only) go
-through a chain of maps one at a time and are copied into their row at once, so a
-batch of them never lives at once. The batches, their dtypes and the errors are those
-of the list path (the same records collated by ``default_collate``).
+through a chain of maps one at a time and are copied into their row at once; each
+goes once the next one is made, so a batch of them never lives at once. The batches,
+their dtypes and the errors are those of the list path (the same records collated by
+``default_collate``).
 """
 
 import weakref
@@ -163,7 +164,7 @@ def _gone():
     _Tracked.alive -= 1
 
 
-def test_one_streamed_record_lives_at_a_time():
+def test_no_more_than_two_streamed_records_live_at_once():
     loader = sk.DataLoader(sk.range(0, 80).map(_tracked), batch_size=8, prefetch=0)
     with loader, loader.iter() as it:
         # The first batches plan the buffers (a batch still held takes a second one):
@@ -175,4 +176,4 @@ def test_one_streamed_record_lives_at_a_time():
             rest.append(batch[:, 0, 0].tolist())
             del batch  # let its buffer go before the next batch is built
     assert planned + rest == [[float(i) for i in range(k, k + 8)] for k in range(0, 80, 8)]
-    assert _Tracked.most <= 1
+    assert _Tracked.most <= 2  # a record goes once the next one is made

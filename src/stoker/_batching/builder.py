@@ -31,8 +31,8 @@ __all__ = ["STREAM_ROW_BYTES", "BatchBuilder", "BuildCounters", "add_batch_index
 
 STREAM_ROW_BYTES = 64 << 10
 """Records of this many bytes or more (arrays only) are written into the batch's
-planned buffer as each one is made, and let go before the next is made: a batch of
-them never lives at once. Freed together, they would hand glibc enough memory to
+planned buffer as each one is made, and each goes once the next one is made: a batch
+of them never lives at once. Freed together, they would hand glibc enough memory to
 give back to the system, and the next batch would take it again page by page."""
 
 
@@ -202,7 +202,7 @@ class BatchBuilder:
         rest: list[Any] | None = None
         try:
             made = self._dataset._fetch_each(indices, ctx)
-            k = 0  # (not enumerate: its reused tuple would hold the last record)
+            k = 0  # (not enumerate: its reused tuple would hold a record one more turn)
             for record in made:
                 leaves, shape = flatten(record)
                 if shape != treedef or not _fits(leaves, rows):
@@ -214,7 +214,12 @@ class BatchBuilder:
                 for row, leaf in zip(rows, leaves, strict=True):
                     row[k] = leaf
                 writing += time.perf_counter() - began
-                del record, leaves, leaf  # let it go before the next record is made
+                # The record stays until the next one is made, then goes. Its block
+                # then lies above what the next record's steps free, so glibc keeps
+                # that memory for reuse instead of trimming it from the top of the
+                # heap (and the next record taking it back page by page).
+                last = record  # noqa: F841 (held, not read)
+                del record, leaves, leaf
                 k += 1  # noqa: SIM113 (see above)
         except Exception as exc:
             self._one_by_one(ctx, indices, where, exc)  # raises the record's error, located
