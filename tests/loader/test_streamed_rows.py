@@ -62,7 +62,10 @@ def test_streamed_batches_are_the_list_paths(options):
     assert sorted(x for b in streamed for x in b["label"].tolist()) == list(range(30))
 
 
-def test_records_go_through_the_chain_one_at_a_time():
+@pytest.mark.parametrize(
+    "options", [{}, {"num_workers": 1, "worker_mode": "thread"}], ids=["inline", "a thread"]
+)
+def test_records_go_through_the_chain_one_at_a_time(options):
     calls = []
 
     def read(i):
@@ -73,7 +76,7 @@ def test_records_go_through_the_chain_one_at_a_time():
         calls.append(("crop", int(a[0, 0])))
         return a * 2
 
-    loader = sk.DataLoader(sk.range(0, 12).map(read).map(crop), batch_size=4)
+    loader = sk.DataLoader(sk.range(0, 12).map(read).map(crop), batch_size=4, **options)
     with loader:
         batches = [b[:, 0, 0].tolist() for b in loader]
     assert batches == [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 22]]

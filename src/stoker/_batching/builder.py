@@ -169,7 +169,11 @@ class BatchBuilder:
                 if batch is not NotImplemented:
                     return batch
             if self._streams is not False:
+                # Streamed records need their slot before they are made: one more
+                # slot, where the pool may hold it, rather than the list path.
                 out = self._pool.acquire(len(indices))
+                if out is None:
+                    out = self._pool.grow(len(indices))
                 if out is not None:
                     return self._stream(ctx, indices, where, out)
             return self.collate(self.records(ctx, indices, where))

@@ -79,6 +79,21 @@ class BufferPool:
                     return self._treedef.unflatten(leaves)
         return None
 
+    def grow(self, rows: int) -> Any:
+        """A new slot of the planned layout, taken as :meth:`acquire` takes one, when
+        the pool may hold one more; else None. A batch built into it then needs no
+        memory of its own (what :meth:`adopt` would have kept)."""
+        if self._treedef is None or rows > self._batch_size:
+            return None
+        with self._lock:
+            if len(self._slots) >= self._max_slots:
+                return None
+            slot = [np.empty(shape, dtype) for shape, dtype in self._layout]
+            self._slots.append(slot)
+            self.allocated += 1
+            leaves = slot if rows == self._batch_size else [a[:rows] for a in slot]
+            return self._treedef.unflatten(leaves)
+
     def adopt(self, batch: Any) -> None:
         """Offer a freshly allocated batch; the first full one fixes the plan."""
         self.allocated += 1

@@ -252,6 +252,10 @@ class SlotWriter:
         self.recycled += 1
         return treedef.unflatten(out)
 
+    def grow(self, rows: int) -> Any:
+        """None: the parent hands out the slots (a batch without one is sent by copy)."""
+        return None
+
     def adopt(self, batch: Any) -> None:
         """Learn the layout from the first full batch (built in private memory)."""
         self.allocated += 1
