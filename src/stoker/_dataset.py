@@ -117,7 +117,7 @@ class Dataset(Generic[T]):
     def _fetch_each(self, indices: np.ndarray, ctx: Context) -> Iterator[T | Skip]:
         """``_fetch``'s records one at a time, in order. A stage that makes its records
         one by one (``map``) yields each as soon as it is made, so that the batch
-        builder can write it into the batch and let it go before the next is made."""
+        builder can write it into the batch before the next one is made."""
         return iter(self._fetch(indices, ctx))
 
     def _gather(self, indices: np.ndarray, ctx: Context, out: Batch | None) -> Batch:
