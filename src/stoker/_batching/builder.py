@@ -200,8 +200,7 @@ class BatchBuilder:
             self._streams = big and _only_arrays(treedef)
         if not self._streams:
             return self.collate(self.records(ctx, indices, where), out)
-        counters = self.counters
-        start, (transform, hits, reads) = time.perf_counter(), thread_counts()
+        start, before = time.perf_counter(), thread_counts()
         writing = 0.0
         rest: list[Any] | None = None
         try:
@@ -229,12 +228,7 @@ class BatchBuilder:
             self._one_by_one(ctx, indices, where, exc)  # raises the record's error, located
             raise
         finally:
-            counters.fetch_seconds += time.perf_counter() - start - writing
-            counters.collate_seconds += writing
-            transformed, hit, read = thread_counts()
-            counters.transform_seconds += transformed - transform
-            if read is not reads or hit != hits:  # a source block was read
-                counters.reads += (read - reads)._replace(hits=hit - hits)
+            self._count_fetch(start, before, writing)
         if rest is not None:
             return self.collate(rest)
         return out
@@ -275,18 +269,27 @@ class BatchBuilder:
 
     def records(self, ctx: Context, indices: np.ndarray, where: str) -> list[Any | Skip]:
         """The records at ``indices``; SKIP for filtered (or, under "skip", failing) ones."""
-        start, (transform, hits, reads) = time.perf_counter(), thread_counts()
+        start, before = time.perf_counter(), thread_counts()
         try:
             return self._dataset._fetch(indices, ctx)
         except Exception as batch_exc:
             return self._one_by_one(ctx, indices, where, batch_exc)
         finally:
-            counters = self.counters
-            counters.fetch_seconds += time.perf_counter() - start
-            transformed, hit, read = thread_counts()
-            counters.transform_seconds += transformed - transform
-            if read is not reads or hit != hits:  # a source block was read
-                counters.reads += (read - reads)._replace(hits=hit - hits)
+            self._count_fetch(start, before)
+
+    def _count_fetch(
+        self, start: float, before: tuple[float, int, SourceReads], writing: float = 0.0
+    ) -> None:
+        """Count a fetch begun at ``start`` (``before``: this thread's :func:`thread_counts`
+        then); ``writing`` seconds of it were spent collating, as records were written."""
+        counters = self.counters
+        counters.fetch_seconds += time.perf_counter() - start - writing
+        counters.collate_seconds += writing
+        transform, hits, reads = before
+        transformed, hit, read = thread_counts()
+        counters.transform_seconds += transformed - transform
+        if read is not reads or hit != hits:  # a source block was read
+            counters.reads += (read - reads)._replace(hits=hit - hits)
 
     def _locate(self, ctx: Context, indices: np.ndarray, where: str) -> None:
         """After a bulk gather failed: read the records one by one and raise the first
