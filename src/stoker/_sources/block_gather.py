@@ -266,7 +266,9 @@ def gather_batch(
         ([5.0, 2.0, 1.0], [6.0, 4.0, 3.0], True)
     """
     plan = getattr(blocks[0], "plan", None)
-    if plan is None or any(getattr(b, "plan", None) is not plan for b in blocks[1:]):
+    if plan is None or (
+        len(blocks) > 1 and any(getattr(b, "plan", None) is not plan for b in blocks[1:])
+    ):
         return column_batch(take_columns(blocks, _block_of(grouping, len(rows)), rows), out)
     n = len(rows)
     targets: dict[str, Any] = out if isinstance(out, dict) else {}
@@ -305,8 +307,11 @@ def _place_run(
     """Copy ``values`` (rows x columns ``names``, one dtype) into the batch's columns:
     into ``targets`` side by side with one transposing copy, into each target that
     fits, or into new rows of one ``(columns, rows)`` array."""
+    if not targets:  # each column a row of one new (columns, rows) array
+        batch.update(zip(names, np.ascontiguousarray(values.T), strict=True))
+        return
     n, dtype = len(values), values.dtype
-    side = _side_by_side([targets.get(c) for c in names], n, dtype) if targets else None
+    side = _side_by_side([targets.get(c) for c in names], n, dtype)
     if side is not None:
         np.copyto(side, values.T)
         batch.update((c, targets[c]) for c in names)

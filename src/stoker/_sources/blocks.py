@@ -230,11 +230,21 @@ class BlockTable(TableDataset):
 
     def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The block of every index and its row in that block."""
+        blocks = self._block_numbers(indices)
+        return blocks, self._rows(indices, blocks)
+
+    def _block_numbers(self, indices: np.ndarray) -> np.ndarray:
+        """The block of every index."""
         if self._uniform:  # every block but the last has the same size: divide
-            blocks = indices // self._block_rows
-            return blocks, indices - blocks * self._block_rows
-        blocks = np.searchsorted(self._starts, indices, side="right") - 1
-        return blocks, indices - self._starts[blocks]
+            blocks: np.ndarray = indices // self._block_rows
+            return blocks
+        return np.searchsorted(self._starts, indices, side="right") - 1
+
+    def _rows(self, indices: np.ndarray, blocks: np.ndarray) -> np.ndarray:
+        """The row of every index in its block ``blocks``."""
+        shift = blocks * self._block_rows if self._uniform else self._starts[blocks]
+        rows: np.ndarray = indices - shift
+        return rows
 
     def _cache(self) -> tuple[DecodeCache, str]:
         """The process's decode cache and this copy's key in it (registered once)."""
@@ -310,13 +320,14 @@ class BlockTable(TableDataset):
     def _gather(self, indices: np.ndarray, ctx: Context, out: Any | None) -> Any:
         if not len(indices):
             return column_batch(self._empty(), out)
-        numbers, rows = self._locate(indices)
+        numbers = self._block_numbers(indices)
         window = self._window
         if window is not None and window.joined is not None:
             positions = window.shifts[numbers] + indices  # negative: a block not joined
             if positions.min() >= 0:  # one gather from the window's blocks, joined
                 count_hits(int(np.count_nonzero(np.bincount(numbers))))
                 return gather_batch([window.joined], None, positions, out)
+        rows = self._rows(indices, numbers)
         unique, grouping = split_blocks(numbers, self._block_count)
         if window is not None and window.unique == unique:  # the last batch's blocks
             count_hits(len(unique))
@@ -329,7 +340,8 @@ class BlockTable(TableDataset):
             if window is not None and window.unique == unique and not window.tried:
                 # A second batch from the same blocks: join them, once (not lists of
                 # numbers: their rows are gathered as views already).
-                small = sum(columns_nbytes(b) for b in blocks) <= self._cache_bytes // 4
+                held = process_cache().bytes_of(self._key, unique)
+                small = held is not None and held <= self._cache_bytes // 4
                 flat = not any(isinstance(c, Ragged) for c in blocks[0].values())
                 joined = join_blocks(blocks) if small and flat else None
                 shifts = self._shifts(unique if joined else [])

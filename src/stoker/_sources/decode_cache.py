@@ -104,6 +104,18 @@ class DecodeCache:
         with self._lock:
             return self._held.get(owner, 0)
 
+    def bytes_of(self, owner: Hashable, blocks: Sequence[Hashable]) -> int | None:
+        """The bytes the blocks ``blocks`` of ``owner`` were counted as when kept, all
+        together; None when one is not held."""
+        total = 0
+        with self._lock:
+            for block in blocks:
+                entry = self._blocks.get((owner, block))
+                if entry is None:
+                    return None
+                total += entry[1]
+        return total
+
     def peek(self, owner: Hashable, blocks: Sequence[Hashable]) -> list[Any] | None:
         """The blocks ``blocks`` of ``owner`` when every one is held (counted as hits),
         else None (nothing decoded, nothing counted; it stops at the first missing)."""
