@@ -80,10 +80,8 @@ def test_records_go_through_the_chain_one_at_a_time(options):
     with loader:
         batches = [b[:, 0, 0].tolist() for b in loader]
     assert batches == [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 22]]
-    # The first batch plans the buffers, step by step (so may the next, while the
-    # first one is still held); then they stream.
-    assert calls[:8] == [("read", i) for i in range(4)] + [("crop", i) for i in range(4)]
-    assert calls[-8:] == [(step, i) for i in range(8, 12) for step in ("read", "crop")]
+    # Every batch streams, the first too: its first record sizes the buffers.
+    assert calls == [(step, i) for i in range(12) for step in ("read", "crop")]
 
 
 def test_small_records_keep_the_list_path():
@@ -100,8 +98,10 @@ def test_small_records_keep_the_list_path():
     loader = sk.DataLoader(sk.range(1, 9).map(step).map(again), batch_size=4)
     with loader:
         list(loader)
-    assert calls[4:8] == [-1, -2, -3, -4]  # a whole batch through each step
-    assert calls[8:12] == [5, 6, 7, 8]
+    # The first record, made alone, shows they are small: the rest of its batch
+    # follows it record by record; later batches go through each step whole.
+    assert calls[:8] == [1, -1, 2, -2, 3, -3, 4, -4]
+    assert calls[8:] == [5, 6, 7, 8, -5, -6, -7, -8]
 
 
 def test_a_record_of_another_dtype_gives_the_list_paths_batch():
@@ -170,13 +170,9 @@ def _gone():
 def test_no_more_than_two_streamed_records_live_at_once():
     loader = sk.DataLoader(sk.range(0, 80).map(_tracked), batch_size=8, prefetch=0)
     with loader, loader.iter() as it:
-        # The first batches plan the buffers (a batch still held takes a second one):
-        # their records lived at once.
-        planned = [next(it)[:, 0, 0].tolist() for _ in range(3)]
-        _Tracked.most = _Tracked.alive
-        rest = []
+        seen = []
         for batch in it:
-            rest.append(batch[:, 0, 0].tolist())
+            seen.append(batch[:, 0, 0].tolist())
             del batch  # let its buffer go before the next batch is built
-    assert planned + rest == [[float(i) for i in range(k, k + 8)] for k in range(0, 80, 8)]
-    assert _Tracked.most <= 2  # a record goes once the next one is made
+    assert seen == [[float(i) for i in range(k, k + 8)] for k in range(0, 80, 8)]
+    assert _Tracked.most <= 2  # a record goes once the next one is made, the first batch's too

@@ -170,11 +170,12 @@ class BatchBuilder:
                     return batch
             if self._streams is not False:
                 # Streamed records need their slot before they are made: one more
-                # slot, where the pool may hold it, rather than the list path.
+                # slot, where the pool may hold it, rather than the list path. Before
+                # the plan, the first record's arrays size the batch's.
                 out = self._pool.acquire(len(indices))
                 if out is None:
                     out = self._pool.grow(len(indices))
-                if out is not None:
+                if out is not None or not self._pool.planned:
                     return self._stream(ctx, indices, where, out)
             return self.collate(self.records(ctx, indices, where))
         records: list[Any] = []
@@ -186,20 +187,23 @@ class BatchBuilder:
                 return empty
         return self.collate(records)
 
-    def _stream(self, ctx: Context, indices: np.ndarray, where: str, out: Any) -> Any:
-        """The batch, each record written into ``out`` (a planned buffer) as it is made.
+    def _stream(self, ctx: Context, indices: np.ndarray, where: str, out: Any | None) -> Any:
+        """The batch, each record written into ``out`` (a planned buffer; None: new
+        arrays shaped after the first record's) as it is made.
 
         Records that are not big arrays of the planned shapes take the list path, and
         so does the rest of the batch once one record differs (its rows written so far
         read back as records): the batch, or the ``CollateError``, is what
         ``default_collate`` gives for the same records.
         """
-        rows, treedef = flatten(out)
-        if self._streams is None:  # decided once, on the first planned batch
-            big = sum(row.nbytes for row in rows) >= STREAM_ROW_BYTES * len(indices)
-            self._streams = big and _only_arrays(treedef)
-        if not self._streams:
-            return self.collate(self.records(ctx, indices, where), out)
+        rows: list[np.ndarray] = []
+        treedef = None
+        if out is not None:
+            rows, treedef = flatten(out)
+            if self._streams is None:  # decided once, on the first batch
+                self._streams = _streamable(rows, treedef, len(indices))
+            if not self._streams:
+                return self.collate(self.records(ctx, indices, where), out)
         start, before = time.perf_counter(), thread_counts()
         writing = 0.0
         rest: list[Any] | None = None
@@ -208,6 +212,14 @@ class BatchBuilder:
             k = 0  # (not enumerate: its reused tuple would hold a record one more turn)
             for record in made:
                 leaves, shape = flatten(record)
+                if treedef is None:  # the first record of a batch without a plan
+                    if self._streams is None:
+                        self._streams = _streamable(leaves, shape, 1)
+                    if not self._streams:
+                        rest = [record, *made]
+                        break
+                    rows = [np.empty((len(indices), *a.shape), a.dtype) for a in leaves]
+                    treedef, out = shape, shape.unflatten(rows)
                 if shape != treedef or not _fits(leaves, rows):
                     self._streams = False  # the records vary: the list path from now on
                     written = [treedef.unflatten([row[j] for row in rows]) for j in range(k)]
@@ -231,6 +243,10 @@ class BatchBuilder:
             self._count_fetch(start, before, writing)
         if rest is not None:
             return self.collate(rest)
+        if not rows:  # no records
+            return self.collate([])
+        if treedef is not None and not self._pool.planned:
+            self._pool.adopt(out)
         return out
 
     def _collate_columns(self, ctx: Context, indices: np.ndarray) -> Any:
@@ -345,6 +361,12 @@ class BatchBuilder:
             return batch
         finally:
             self.counters.collate_seconds += time.perf_counter() - start
+
+
+def _streamable(rows: list[np.ndarray], treedef: TreeDef, count: int) -> bool:
+    """True when records of ``count`` rows like ``rows`` (arrays only) are big
+    enough to be written into their batch as each is made."""
+    return sum(row.nbytes for row in rows) >= STREAM_ROW_BYTES * count and _only_arrays(treedef)
 
 
 def _only_arrays(treedef: TreeDef) -> bool:

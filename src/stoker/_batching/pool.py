@@ -63,6 +63,11 @@ class BufferPool:
         """How many batches of memory the pool holds."""
         return len(self._slots)
 
+    @property
+    def planned(self) -> bool:
+        """Whether a first full batch fixed the layout of its slots."""
+        return self._treedef is not None
+
     def acquire(self, rows: int) -> Any:
         """A batch-shaped tree of free arrays with ``rows`` rows, or None (allocate)."""
         if self._treedef is None or rows > self._batch_size:

@@ -216,6 +216,11 @@ class SlotWriter:
     def slots(self) -> int:
         return 0  # never split gathers in a worker
 
+    @property
+    def planned(self) -> bool:
+        """Whether a first full batch fixed the layout of the batches."""
+        return self._plan is not None
+
     def use(self, ref: SlotRef | None) -> None:
         """Write the next batch into ``ref`` (None: no slot, the batch is sent by copy).
 
