@@ -4,7 +4,9 @@ Once a loader's batch buffers are planned, records of 64 KiB or more (arrays onl
 through a chain of maps one at a time and are copied into their row at once; each
 goes once the next one is made, so a batch of them never lives at once. The batches,
 their dtypes and the errors are those of the list path (the same records collated by
-``default_collate``).
+``default_collate``). The first batch streams too (its first record sizes the
+buffers), and so do the slices of a first batch split across thread workers, each
+written straight into its rows of one batch.
 """
 
 import weakref
@@ -176,3 +178,53 @@ def test_no_more_than_two_streamed_records_live_at_once():
             del batch  # let its buffer go before the next batch is built
     assert seen == [[float(i) for i in range(k, k + 8)] for k in range(0, 80, 8)]
     assert _Tracked.most <= 2  # a record goes once the next one is made, the first batch's too
+
+
+def _split(fn, rows=8, shared=True):
+    """Batch 0 of ``range(rows).map(fn)`` read as two slices on two threads."""
+    from stoker._batching.pool import BufferPool
+    from stoker._context import Context
+    from stoker._exec.jobs import Job, WorkerSpec
+    from stoker._exec.merge import split_build
+    from stoker._exec.threads import ThreadExecutor
+
+    spec = WorkerSpec(sk.range(0, rows).map(fn), None, rows, "raise", 0, 2, None, None)
+    with ThreadExecutor(spec, BufferPool(rows, 4)) as ex:
+        job = Job(0, "build", ((Context(), np.arange(rows)),), "batch 0")
+        return split_build(ex.submit, job, 2, shared=shared).result().value
+
+
+def test_thread_slices_write_one_batch():
+    batch = _split(_record)
+    expected = sk.default_collate([_record(i) for i in range(8)])
+    assert batch.keys() == expected.keys()
+    for key in batch:
+        assert batch[key].dtype == expected[key].dtype
+        np.testing.assert_array_equal(batch[key], expected[key])
+    assert batch["image"].base is None or batch["image"].base.base is None  # one array
+
+
+@pytest.mark.parametrize("odd", [1, 5], ids=["first-slice", "second-slice"])
+def test_a_thread_slice_that_does_not_fit_gives_the_list_paths_batch(odd):
+    def varying(i):
+        return _image(i).astype(np.float64 if i == odd else np.float32)
+
+    batch = _split(varying)
+    expected = sk.default_collate([varying(i) for i in range(8)])
+    assert batch.dtype == expected.dtype == np.float64
+    np.testing.assert_array_equal(batch, expected)
+
+
+def test_a_thread_slice_of_another_shape_raises_the_collate_error():
+    def varying(i):
+        return np.zeros((SIDE, SIDE + (i == 6)), dtype=np.float32)
+
+    with pytest.raises(sk.CollateError):
+        _split(varying)
+
+
+def test_auto_threads_give_the_list_paths_batches():
+    ds = sk.range(0, 30).map(sk.releases_gil(_record))
+    auto = _batches(ds, num_workers=2, worker_mode="auto")
+    listed = _batches(ds, collate_fn=sk.default_collate)
+    _assert_same(auto, listed)

@@ -26,6 +26,7 @@ from .._tree import TreeDef, flatten
 from .gather import SPLIT_BYTES, SplitGather
 from .pad import column_collate
 from .pool import BufferPool
+from .shared_rows import PlacedSlice, SharedRows, fits
 
 __all__ = ["STREAM_ROW_BYTES", "BatchBuilder", "BuildCounters", "add_batch_index", "add_location"]
 
@@ -204,6 +205,59 @@ class BatchBuilder:
                 self._streams = _streamable(rows, treedef, len(indices))
             if not self._streams:
                 return self.collate(self.records(ctx, indices, where), out)
+
+        def new_rows(leaves: list[np.ndarray], shape: TreeDef) -> list[np.ndarray] | None:
+            if self._streams is None:
+                self._streams = _streamable(leaves, shape, 1)
+            if not self._streams:
+                return None
+            return [np.empty((len(indices), *a.shape), a.dtype) for a in leaves]
+
+        rows, treedef, rest = self._write_each(ctx, indices, where, rows, treedef, new_rows)
+        if rest is not None:
+            return self.collate(rest)
+        if treedef is None:  # no records
+            return self.collate([])
+        if out is None:
+            out = treedef.unflatten(rows)
+            if not self._pool.planned:
+                self._pool.adopt(out)
+        return out
+
+    def stream_slice(
+        self, ctx: Context, indices: np.ndarray, where: str, shared: SharedRows, first: int
+    ) -> PlacedSlice | list[Any]:
+        """A slice of a batch split across thread workers, its records written into
+        rows ``first:`` of ``shared`` as they are made; its records (a list) when
+        they are not big arrays that fit the batch."""
+        if self._streams is False:
+            return self.records(ctx, indices, where)
+        n = len(indices)
+
+        def shared_rows(leaves: list[np.ndarray], shape: TreeDef) -> list[np.ndarray] | None:
+            full = shared.rows_for(leaves, shape) if _streamable(leaves, shape, 1) else None
+            return None if full is None else [row[first : first + n] for row in full]
+
+        _, _, rest = self._write_each(ctx, indices, where, [], None, shared_rows)
+        if rest is not None:
+            return rest
+        return PlacedSlice(shared, first, first + n)
+
+    def _write_each(
+        self,
+        ctx: Context,
+        indices: np.ndarray,
+        where: str,
+        rows: list[np.ndarray],
+        treedef: TreeDef | None,
+        rows_for: Callable[[list[np.ndarray], TreeDef], list[np.ndarray] | None],
+    ) -> tuple[list[np.ndarray], TreeDef | None, list[Any] | None]:
+        """Make the records at ``indices`` one at a time, each written into its row of
+        ``rows`` (a batch of structure ``treedef``) at once; without them yet,
+        ``rows_for(first record's arrays, its structure)`` gives them (None: they do
+        not stream). Returns the rows, their structure and, when a record did not
+        fit, every record (those written read back from their rows) instead.
+        """
         start, before = time.perf_counter(), thread_counts()
         writing = 0.0
         rest: list[Any] | None = None
@@ -212,15 +266,13 @@ class BatchBuilder:
             k = 0  # (not enumerate: its reused tuple would hold a record one more turn)
             for record in made:
                 leaves, shape = flatten(record)
-                if treedef is None:  # the first record of a batch without a plan
-                    if self._streams is None:
-                        self._streams = _streamable(leaves, shape, 1)
-                    if not self._streams:
+                if treedef is None:  # the first record: it sizes the rows
+                    found = rows_for(leaves, shape)
+                    if found is None:
                         rest = [record, *made]
                         break
-                    rows = [np.empty((len(indices), *a.shape), a.dtype) for a in leaves]
-                    treedef, out = shape, shape.unflatten(rows)
-                if shape != treedef or not _fits(leaves, rows):
+                    rows, treedef = found, shape
+                if shape != treedef or not fits(leaves, rows):
                     self._streams = False  # the records vary: the list path from now on
                     written = [treedef.unflatten([row[j] for row in rows]) for j in range(k)]
                     rest = [*written, record, *made]
@@ -241,13 +293,7 @@ class BatchBuilder:
             raise
         finally:
             self._count_fetch(start, before, writing)
-        if rest is not None:
-            return self.collate(rest)
-        if not rows:  # no records
-            return self.collate([])
-        if treedef is not None and not self._pool.planned:
-            self._pool.adopt(out)
-        return out
+        return rows, treedef, rest
 
     def _collate_columns(self, ctx: Context, indices: np.ndarray) -> Any:
         """The batch collated from the dataset's columns, or ``NotImplemented`` (a dataset
@@ -373,11 +419,3 @@ def _only_arrays(treedef: TreeDef) -> bool:
     """True when every leaf of a batch of this structure is an array (no strings,
     no objects: those are collated as lists)."""
     return treedef.kind != "leaf" and all(_only_arrays(child) for child in treedef.children)
-
-
-def _fits(leaves: list[np.ndarray], rows: list[np.ndarray]) -> bool:
-    """True when a record's arrays have the shapes and dtypes of a batch's rows."""
-    return all(
-        leaf.dtype == row.dtype and leaf.shape == row.shape[1:]
-        for leaf, row in zip(leaves, rows, strict=True)
-    )

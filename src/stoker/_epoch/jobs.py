@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from .._batching.shared_rows import SharedRows
 from .._context import SKIP, Context
 from .._stats import NO_READS, SourceReads
 
@@ -64,6 +65,8 @@ class Job:
     part: int = -1  # stream jobs: the part (and the worker that owns it)
     open_state: dict[str, Any] | None = None  # stream jobs: where the part starts
     read: Callable[[], Done] | None = None  # local jobs: reads in this process
+    # slice jobs on threads: the batch its records are written into, and its first row
+    into: tuple[SharedRows, int] | None = None
 
     @property
     def batch_index(self) -> int | None:

@@ -257,7 +257,7 @@ class HandoverExecutor:
         if slices <= available_cores():  # the slices have the cores to themselves
             with self._lock:
                 self._held = []
-        merged = split_build(self._fast.submit, job, slices)
+        merged = split_build(self._fast.submit, job, slices, shared=True)
         if merged is None:  # not reached: there are two slices at least
             merged = self._fast.submit(job)
         merged.add_done_callback(lambda _f: self._release())

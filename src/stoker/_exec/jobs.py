@@ -240,7 +240,10 @@ class Runtime:
         else:  # the records of a chunk, or of a slice of a batch
             ((ctx, indices),) = job.parts
             try:
-                value = self.builder.records(ctx, indices, job.where)
+                if job.into is not None:  # written into the batch by each thread
+                    value = self.builder.stream_slice(ctx, indices, job.where, *job.into)
+                else:
+                    value = self.builder.records(ctx, indices, job.where)
             except Exception as exc:
                 if job.batch_index is not None:
                     add_batch_index(exc, job.batch_index)

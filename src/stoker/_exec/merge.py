@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._batching.builder import add_batch_index, add_location
+from .._batching.shared_rows import PlacedSlice, SharedRows
 from .._collate import default_collate
 from .._dataset import Dataset
 from .._stats import SourceReads
@@ -80,10 +81,13 @@ def splits(spec: WorkerSpec) -> bool:
 
 
 def split_build(
-    submit: Callable[[Job], Future[Done]], job: Job, workers: int
+    submit: Callable[[Job], Future[Done]], job: Job, workers: int, shared: bool = False
 ) -> Future[Done] | None:
     """``job`` (a one-part build) read as up to ``workers`` slices of records, collated
     together into one :class:`Done`; None when it has too few records to split.
+    With ``shared`` (workers that share this process's memory: threads), the slices
+    write their records straight into one batch as they are made (see
+    :mod:`~stoker._batching.shared_rows`).
 
     The slices keep the job's batch index and description, so an error or a crash in
     one of them names the batch and its records as the whole job would. The records
@@ -105,10 +109,24 @@ def split_build(
     if len(pieces) < 2:
         return None
     merged: Future[Done] = Future()
+    rows = SharedRows(len(indices)) if shared else None
+    firsts = np.cumsum([0] + [len(p) for p in pieces[:-1]]).tolist()
     subs = [
-        submit(Job(job.seq, "slice", ((ctx, p),), job.where, None, len(p), job.token))
-        for p in pieces
+        submit(
+            Job(
+                job.seq,
+                "slice",
+                ((ctx, p),),
+                job.where,
+                None,
+                len(p),
+                job.token,
+                into=None if rows is None else (rows, first),
+            )
+        )
+        for p, first in zip(pieces, firsts, strict=True)
     ]
+    del rows  # the slices hold it, and the batch once joined
     left = [len(subs)]
     lock = threading.Lock()
 
@@ -149,12 +167,16 @@ def split_build(
 
 def _joined_value(slices: list[Any]) -> Any:
     """The batch of the slices' records, collated once; when every slice was written
-    into one shared batch by its worker (process workers, see first_batch.py), that
-    batch as it lies."""
+    into one shared batch by its worker (process workers, see first_batch.py; threads,
+    see shared_rows.py), that batch as it lies."""
+    if all(isinstance(s, PlacedSlice) for s in slices):
+        return slices[0].shared.batch()
     placed = [s for s in slices if isinstance(s, PlacedRows)]
     if len(placed) == len(slices) and all(p.base is placed[0].base for p in placed):
         return placed[0].batch()
-    records = [r for s in slices for r in (s.records() if isinstance(s, PlacedRows) else s)]
+    records = [
+        r for s in slices for r in (s.records() if isinstance(s, PlacedRows | PlacedSlice) else s)
+    ]
     return default_collate(records)
 
 
