@@ -15,7 +15,7 @@ import numpy as np
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["TreeDef", "flatten", "is_dataclass_instance", "is_namedtuple"]
+__all__ = ["TreeDef", "flatten", "is_dataclass_instance", "is_namedtuple", "row_records"]
 
 
 def is_namedtuple(obj: object) -> bool:
@@ -64,6 +64,19 @@ def flatten(tree: Any) -> tuple[list[np.ndarray], TreeDef]:
     """Split a batch into its NumPy array leaves and its structure."""
     leaves: list[np.ndarray] = []
     return leaves, _flatten(tree, leaves)
+
+
+def row_records(treedef: TreeDef, leaves: list[np.ndarray], start: int, stop: int) -> list[Any]:
+    """Rows ``start:stop`` of a batch's arrays ``leaves`` (of structure ``treedef``)
+    read back as records: views of the batch.
+
+    Example:
+        >>> import numpy as np
+        >>> leaves, treedef = flatten({"x": np.arange(6).reshape(3, 2)})
+        >>> [r["x"].tolist() for r in row_records(treedef, leaves, 1, 3)]
+        [[2, 3], [4, 5]]
+    """
+    return [treedef.unflatten([leaf[i] for leaf in leaves]) for i in range(start, stop)]
 
 
 def _flatten(tree: Any, leaves: list[np.ndarray]) -> TreeDef:

@@ -22,7 +22,7 @@ from .._context import SKIP, Context, Skip
 from .._dataset import Dataset
 from .._reads import thread_counts
 from .._stats import SourceReads
-from .._tree import TreeDef, flatten
+from .._tree import TreeDef, flatten, row_records
 from .gather import SPLIT_BYTES, SplitGather
 from .pad import column_collate
 from .pool import BufferPool
@@ -274,8 +274,7 @@ class BatchBuilder:
                     rows, treedef = found, shape
                 if shape != treedef or not fits(leaves, rows):
                     self._streams = False  # the records vary: the list path from now on
-                    written = [treedef.unflatten([row[j] for row in rows]) for j in range(k)]
-                    rest = [*written, record, *made]
+                    rest = [*row_records(treedef, rows, 0, k), record, *made]
                     break
                 began = time.perf_counter()
                 for row, leaf in zip(rows, leaves, strict=True):

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .._tree import TreeDef
+from .._tree import TreeDef, row_records
 
 __all__ = ["PlacedSlice", "SharedRows"]
 
@@ -62,8 +62,7 @@ class SharedRows:
     def records(self, start: int, stop: int) -> list[Any]:
         """Rows ``start:stop`` read back as records (views of the batch)."""
         assert self._treedef is not None
-        treedef = self._treedef
-        return [treedef.unflatten([row[j] for row in self._rows]) for j in range(start, stop)]
+        return row_records(self._treedef, self._rows, start, stop)
 
 
 class PlacedSlice:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .._collate import default_collate
 from .._shm import Segment, receive_with_segment
-from .._tree import TreeDef, flatten
+from .._tree import TreeDef, flatten, row_records
 from .slots import Layout, layout_of, plan_offsets, views
 
 __all__ = ["PLACED", "FirstBatch", "PlacedRows", "place_rows", "row_description"]
@@ -88,8 +88,7 @@ class PlacedRows:
     def records(self) -> list[Any]:
         """These rows as records (views), for a collate of the whole batch."""
         leaves, treedef = flatten(self.batch())
-        rows = range(self.start, self.stop)
-        return [treedef.unflatten([leaf[i] for leaf in leaves]) for i in rows]
+        return row_records(treedef, leaves, self.start, self.stop)
 
 
 class FirstBatch:
