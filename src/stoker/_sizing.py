@@ -11,7 +11,11 @@ The rules, in words:
 * **The estimate.** A thread that spends ``c`` seconds a job on a CPU and ``i``
   waiting on I/O keeps ``c / (c + i)`` of a core busy, so ``cores * (c + i) / c``
   threads keep every core busy. Time spent waiting for a CPU counts for neither:
-  threads that wait for a CPU are too many, not too few.
+  threads that wait for a CPU are too many, not too few. And when they wait for a CPU
+  at least as long as on anything else, the cores are what they lack: their other
+  waits then are contention that more threads only add to (the GIL, a lock), not
+  I/O, and the estimate is the core count. (A change it causes is checked like any
+  other: were those waits I/O after all, fewer threads are slower and undone.)
 * **Grow** to the estimate when it is clearly above the count (1.25x, and one
   thread more at least) and the consumer waits for batches; **shrink** to it when
   it is clearly below (0.75x).
@@ -95,16 +99,21 @@ class ThreadSizer:
     def estimate(self, busy: float, cpu: float, cpu_wait: float) -> float | None:
         """Threads that keep every core busy, from the workers' summed job times
         (wall ``busy``, ``cpu`` on a CPU, ``cpu_wait`` waiting for one); None
-        without CPU time to go by.
+        without CPU time to go by. Threads that wait for a CPU at least as long as on
+        anything else get the core count.
 
         Example:
             >>> ThreadSizer(2, cores=2).estimate(busy=1.0, cpu=0.5, cpu_wait=0.0)
             4.0
             >>> ThreadSizer(8, cores=2).estimate(busy=1.0, cpu=0.25, cpu_wait=0.75)
             2.0
+            >>> ThreadSizer(4, cores=2).estimate(busy=1.0, cpu=0.45, cpu_wait=0.4)
+            2.0
         """
         if cpu <= 0.0 or busy <= 0.0:
             return None
+        if cpu_wait >= busy - cpu - cpu_wait:  # short of cores: other waits are contention
+            return float(self.cores)
         return self.cores * max(cpu, busy - cpu_wait) / cpu
 
     def observe(

@@ -54,6 +54,30 @@ def test_cpu_bound_threads_that_wait_for_a_cpu_shrink_to_the_cores():
     assert "waited for a CPU 75%" in why
 
 
+def test_threads_short_of_cores_read_their_other_waits_as_contention_not_io():
+    # Four threads on two cores (a JPEG pipeline whose maps release the GIL for most of
+    # their work): 43 % on a CPU, 39 % waiting for one, 18 % waiting on the GIL. Those
+    # 18 % are not I/O: more threads only make them longer.
+    s = ThreadSizer(start=4, cores=2)
+    assert s.estimate(busy=0.614, cpu=0.265, cpu_wait=0.237) == 2.0
+    assert s.observe(None, busy=0.265, cpu=0.101, cpu_wait=0.075, waiting=True, cap=27) is None
+    why = s.observe(23.2, busy=0.614, cpu=0.265, cpu_wait=0.237, waiting=True, cap=27)
+    assert s.workers == 2
+    assert why is not None
+    assert "waited for a CPU" in why
+    # Were they I/O after all, two threads are slower: undone.
+    back = s.observe(15.0, busy=0.5, cpu=0.3, cpu_wait=0.0, waiting=True, cap=27)
+    assert s.workers == 4
+    assert back is not None
+    assert "slower" in back
+
+
+def test_io_waits_longer_than_the_cpu_waits_still_count_as_io():
+    # Oversubscribed, but waiting on I/O longer than for a CPU: the I/O counts.
+    s = ThreadSizer(start=4, cores=2)
+    assert s.estimate(busy=1.0, cpu=0.2, cpu_wait=0.2) == 8.0
+
+
 def test_cpu_bound_threads_as_many_as_the_cores_stay():
     s = ThreadSizer(start=2, cores=2)
     for _ in range(20):
