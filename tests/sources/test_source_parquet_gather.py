@@ -409,3 +409,18 @@ def test_whole_files_of_list_and_2d_columns_give_the_rows_pyarrow_reads(path, tm
         assert [r["tokens"].tolist() for r in records] == [r["tokens"] for r in expected]
     batch = next(iter(sk.DataLoader(ds, batch_size=4, collate_fn=sk.pad_collate)))
     assert batch["vec"].tolist() == [[0, 0], [1, -1], [2, -2], [3, -3]]
+
+
+def test_one_column_of_each_dtype_lands_in_recycled_buffers(tmp_path):
+    # Each column its own array (not a view of a shared one): the buffer pool plans
+    # from the first batch and recycles every later one.
+    path = tmp_path / "xy.parquet"
+    n = 4_000
+    table = pa.table({"x": np.arange(n, dtype=np.float64), "y": np.arange(n, dtype=np.int64)})
+    pq.write_table(table, path, row_group_size=1_000)
+    loader = sk.DataLoader(sk.from_parquet(str(path)), batch_size=100)
+    with loader, loader.iter() as it:
+        seen = [int(b["y"][0]) for b in it]
+        stats = it.stats()
+    assert seen == list(range(0, n, 100))
+    assert stats.recycled_batches >= len(seen) - 4

@@ -307,8 +307,11 @@ def _place_run(
     """Copy ``values`` (rows x columns ``names``, one dtype) into the batch's columns:
     into ``targets`` side by side with one transposing copy, into each target that
     fits, or into new rows of one ``(columns, rows)`` array."""
-    if not targets:  # each column a row of one new (columns, rows) array
-        batch.update(zip(names, np.ascontiguousarray(values.T), strict=True))
+    if not targets:
+        if len(names) == 1:  # an array of its own, which the buffer pool can recycle
+            batch[names[0]] = np.ascontiguousarray(values[:, 0])
+        else:  # each column a row of one new (columns, rows) array
+            batch.update(zip(names, np.ascontiguousarray(values.T), strict=True))
         return
     n, dtype = len(values), values.dtype
     side = _side_by_side([targets.get(c) for c in names], n, dtype)
