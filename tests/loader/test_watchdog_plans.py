@@ -1,10 +1,11 @@
 """The watchdog and ``timeout`` speak for every plan and every executor.
 
 One record is held back; with ``watchdog=0.5`` a warning names the batch and the
-samples in flight (a stream names its part: its records have no indices) and the
-stuck frame, whether the batch is built by thread workers, process workers or the
-caller's own thread (``num_workers=0``): a plain map, a filter, ``on_error="skip"``,
-a stream read by workers, ``sk.pack``. ``LoaderTimeout`` names the same.
+samples in flight (a stream names its part and the positions of the records it
+reads: they have no indices) and the stuck frame, whether the batch is built by
+thread workers, process workers or the caller's own thread (``num_workers=0``): a
+plain map, a filter, ``on_error="skip"``, a stream read by workers, ``sk.pack``.
+``LoaderTimeout`` names the same.
 
 The record is held while a file (the flag) exists, so that thread and process
 workers see it: the tests let it go once they have seen what they wait for (the
@@ -126,14 +127,17 @@ def test_a_stuck_record_is_reported_for_every_plan(plan, workers, tmp_path, capl
     assert findings in message
     assert re.search(r"next to hand out: batch \d+ of epoch 0", message), message
     if plan == "stream" and workers != "inline":
-        assert re.search(r"part \d of 2 of the stream", message), message
+        # Part 0 of 2 keeps every other record: the stuck one is its record 30.
+        assert "part 0 of 2 of the stream in epoch 0: its records 28 to 31" in message, message
+    elif plan == "stream":
+        assert "(a stream: its records 60 to 63)" in message, message
     elif plan != "stream":
         assert re.search(rf"samples \[[^\]]*\b{STUCK}\b", message), message
     assert re.search(r"line \d+,? in slow\b", message), message  # the stuck frame
 
 
 @pytest.mark.parametrize("workers", list(WORKERS))
-@pytest.mark.parametrize("plan", ["map", "filter", "skip", "pack"])
+@pytest.mark.parametrize("plan", ["map", "filter", "skip", "pack", "stream"])
 def test_loader_timeout_names_the_batch_and_samples_in_flight(plan, workers, tmp_path):
     flag = tmp_path / "stuck"
     loader = _loader(plan, workers, flag, timeout=1.0, watchdog=None)
@@ -149,4 +153,9 @@ def test_loader_timeout_names_the_batch_and_samples_in_flight(plan, workers, tmp
     text = str(info.value)
     assert "it.stats()" not in text
     assert re.search(r"next to hand out: batch \d+ of epoch 0", text), text
-    assert re.search(rf"samples \[[^\]]*\b{STUCK}\b", text), text
+    if plan == "stream" and workers != "inline":
+        assert "part 0 of 2 of the stream in epoch 0: its records 28 to 31" in text, text
+    elif plan == "stream":
+        assert "(a stream: its records 60 to 63)" in text, text
+    else:
+        assert re.search(rf"samples \[[^\]]*\b{STUCK}\b", text), text

@@ -98,6 +98,8 @@ class StreamParts(_Plan):
             deque() for _ in range(num_parts)
         ]
         self._seq = 0
+        self._resumed = self._batches > 0  # opened mid-epoch, from a saved state
+        self._planned = [0] * num_parts  # records asked of each part since it opened
 
     def _restore(self, parts: Any) -> tuple[list[dict[str, Any] | None], int, list[bool]]:
         n = self._n
@@ -155,11 +157,13 @@ class StreamParts(_Plan):
             ctx = Context(self._seed, self._epoch, shard=self._whole(part))
             self._seq += 1
             self._reads[part] += 1
+            first, self._planned[part] = self._planned[part], self._planned[part] + count
+            records = self._stream_records(first, count, self._resumed)
             return Job(
                 self._seq,
                 "stream",
                 ((ctx, _NO_INDICES),),
-                f"part {part} of {self._n} of the stream in epoch {self._epoch}",
+                f"part {part} of {self._n} of the stream in epoch {self._epoch}: its {records}",
                 count=count,
                 token=token,
                 part=part,

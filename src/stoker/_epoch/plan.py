@@ -94,6 +94,13 @@ class _Plan:
     def _where(self) -> str:
         return f"batch {self._batches} of epoch {self._epoch}"
 
+    def _stream_records(self, first: int, count: int, resumed: bool) -> str:
+        """A stream's records read by one job, for the reports (a stream's records have
+        no indices): their positions in this pass, or after the position a resumed
+        iterator started from (what came before it is not counted)."""
+        span = f"records {first} to {first + count - 1}" if count > 1 else f"record {first}"
+        return f"{span} after the resumed position" if resumed else span
+
     # The defaults of an EpochPlan.
 
     @property
@@ -272,7 +279,11 @@ class MapPlan(_Plan):
             if len(idx) == 0:
                 self._read_all = True
                 return None
-            where = f"a chunk of records read for {self._where()}"
+            # Chunks are read ahead: the batch filling now, or a later one, takes them.
+            where = (
+                f"chunk {self._chunks + 1} of records read ahead, for batch {self._batches} "
+                f"or a later one of epoch {self._epoch}"
+            )
         self._chunks += 1
         return Job(self._chunks, "records", ((self._ctx(epoch), idx),), where, token=token)
 

@@ -69,6 +69,7 @@ class StreamPlan(_Plan):
             Context(seed, self._epoch, shard=hosts), start
         )
         self._planned = self._batches  # reads planned (each a batch)
+        self._opened_at = self._batches  # batches handed out before this plan opened
         self._held: deque[tuple[Any, dict[str, Any], int]] = deque()  # read, not handed out
         self._ended = False  # a read found the end (the plan plans no more)
         self._read_all = False  # the cursor has ended (set on the thread that reads)
@@ -96,7 +97,11 @@ class StreamPlan(_Plan):
             return None
         seq = self._planned
         self._planned += 1
-        where = f"batch {seq} of epoch {self._epoch} (a stream)"
+        size = self._batch_size or 1
+        records = self._stream_records(
+            (seq - self._opened_at) * size, size, resumed=self._opened_at > 0
+        )
+        where = f"batch {seq} of epoch {self._epoch} (a stream: its {records})"
         return Job(seq, "local", (), where, token=token, read=partial(self._read, where))
 
     def _read(self, where: str) -> Done:
