@@ -3,13 +3,13 @@
 With ``num_workers > 0`` and the default ``worker_mode="auto"``, user code that is
 not marked safe to share the process runs in worker processes from the first batch
 on: a native crash in it (a real segfault, ``ctypes.string_at(0)``) is a
-``WorkerCrashed`` naming the batch and its samples, and the training process lives.
-Each crash runs in a child interpreter, so that a failure of this guarantee kills
-the child and not pytest.
+``WorkerCrashed`` naming the record (a fresh worker reads the batch again record by
+record), and the training process lives; ``restart_workers=True`` with
+``on_error="skip"`` leaves the record out and goes on. Each crash runs in a child
+interpreter, so that a failure of this guarantee kills the child and not pytest.
 """
 
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -62,12 +62,16 @@ if __name__ == "__main__":
     kw = dict(eval(sys.argv[5]), **extra)
     loader = sk.DataLoader(dataset, batch_size=4, num_workers=2, **kw)
     seen = []
+    it = loader.iter()
     try:
-        for batch in loader:
+        for batch in it:
             seen.extend(int(x) for x in batch)
     except sk.WorkerCrashed as exc:
-        print(f"crashed: batch_index={exc.batch_index} {exc}")
+        print(f"crashed: batch_index={exc.batch_index} sample_index={exc.sample_index} {exc}")
     print(f"alive: {len(seen)} records")
+    print(f"skipped: {[i for i, _ in it.stats().skipped]}")
+    print(f"restarts: {it.stats().restarts}")
+    it.close()
     loader.close()
 """
 
@@ -91,14 +95,11 @@ def _run(tmp_path, bad, pipeline="map", once=False, options="{}"):
 def test_a_segfault_under_the_defaults_is_a_worker_crash_naming_the_record(tmp_path, bad):
     out = _run(tmp_path, bad)
     batch = bad // 4
-    assert f"crashed: batch_index={batch} " in out, out
+    assert f"crashed: batch_index={batch} sample_index={bad} " in out, out
     assert "SIGSEGV" in out
-    # The worker held the batch, or (the first batch, built by both workers) its slice.
-    named = re.search(rf"building batch {batch} of epoch 0 \(samples \[([\d, ]+)\]\)", out)
-    assert named is not None, out
-    samples = [int(s) for s in named.group(1).split(", ")]
-    assert bad in samples, out
-    assert set(samples) <= set(range(batch * 4, batch * 4 + 4)), out
+    # A fresh worker read the batch (or, the first batch, built by both workers, the
+    # slice) again record by record: it crashed at the same record.
+    assert f"while reading sample {bad} of batch {batch} of epoch 0" in out, out
     assert f"alive: {batch * 4} records" in out  # every batch before it arrived
 
 
@@ -115,6 +116,38 @@ def test_restart_workers_recovers_from_a_crash_under_the_defaults(tmp_path):
     out = _run(tmp_path, 161, once=True, options="{'restart_workers': True}")
     assert "crashed" not in out, out
     assert "alive: 400 records" in out
+    assert "restarts: 1" in out
+
+
+@pytest.mark.parametrize("pipeline", ["map", "filter", "getitem"])
+@pytest.mark.parametrize("bad", [1, 161])
+def test_a_record_that_always_crashes_is_skipped_under_on_error_skip(tmp_path, pipeline, bad):
+    options = "{'restart_workers': True, 'on_error': 'skip', 'max_errors': 1}"
+    out = _run(tmp_path, bad, pipeline, options=options)
+    assert "crashed" not in out, out
+    assert "alive: 399 records" in out, out  # every record but that one, each once
+    assert f"skipped: [{bad}]" in out, out
+    assert "restarts: 2" in out, out  # the crash, then the same record read alone
+
+
+def test_a_record_that_always_crashes_is_named_once_the_restarts_run_out(tmp_path):
+    out = _run(tmp_path, 161, options="{'restart_workers': True, 'max_restarts': 2}")
+    assert "crashed: batch_index=40 sample_index=161 " in out, out
+    assert "max_restarts=2" in out, out
+    assert "on_error='skip'" in out, out
+
+
+def test_a_crash_in_collate_names_the_batch_once_its_records_are_read(tmp_path):
+    out = _run(tmp_path, 161, "collate")
+    assert "crashed: batch_index=40 sample_index=None " in out, out
+    assert "while collating batch 40 of epoch 0 (samples [160, 161, 162, 163])" in out, out
+
+
+def test_a_crash_a_fresh_worker_does_not_repeat_still_raises_without_restarts(tmp_path):
+    out = _run(tmp_path, 161, once=True)
+    assert "crashed: batch_index=40 sample_index=None " in out, out
+    assert "every record loaded" in out, out
+    assert "alive: 160 records" in out, out
 
 
 def _pid(x):

@@ -67,6 +67,11 @@ class Job:
     read: Callable[[], Done] | None = None  # local jobs: reads in this process
     # slice jobs on threads: the batch its records are written into, and its first row
     into: tuple[SharedRows, int] | None = None
+    # Sent again after its worker process crashed: why it died (the job is read
+    # record by record, each named first: ``stoker._exec.careful``), and the records
+    # that crashed a worker, to skip (``on_error="skip"``).
+    careful: str | None = None
+    crashed: tuple[int, ...] = ()
 
     @property
     def batch_index(self) -> int | None:
@@ -91,6 +96,8 @@ class Job:
             self.token,
             self.part,
             self.open_state,
+            careful=self.careful,
+            crashed=self.crashed,
         )
 
 

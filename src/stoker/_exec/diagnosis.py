@@ -40,9 +40,25 @@ def dump_stacks(pid: int, fd: int | None) -> str:
 
 
 def crash_message(
-    worker_id: int, pid: int | None, code: int | None, job: Job | None, starting: bool
+    worker_id: int,
+    pid: int | None,
+    code: int | None,
+    job: Job | None,
+    starting: bool,
+    at: int | None = None,
 ) -> str:
-    """What happened to a worker that died, and (when it died starting) why it may have."""
+    """What happened to a worker that died, and (when it died starting) why it may have.
+
+    ``at`` is the record a careful job (one read again after a crash, see careful.py)
+    was reading, -1 once it collated them.
+
+    Example:
+        >>> import numpy as np
+        >>> from stoker._context import Context
+        >>> job = Job(3, "build", ((Context(), np.array([5, 6])),), "batch 3", careful="x")
+        >>> crash_message(0, 42, -11, job, False, at=6)[:75]
+        'worker process 0 (pid 42) was killed by signal SIGSEGV while reading sample'
+    """
     where = f"worker process {worker_id} (pid {pid}) {describe_exit(code)}"
     if starting:
         return (
@@ -56,7 +72,12 @@ def crash_message(
         )
     if job is None:
         return f"{where} while idle"
-    return f"{where} while building {job.where}{samples_of(job)}"
+    if job.careful is None or at is None:
+        return f"{where} while building {job.where}{samples_of(job)}"
+    again = f"read again record by record after {job.careful}"
+    if at < 0:
+        return f"{where} while collating {job.where}{samples_of(job)}, every record read ({again})"
+    return f"{where} while reading sample {at} of {job.where} ({again})"
 
 
 def samples_of(job: Job, limit: int = 16) -> str:

@@ -23,6 +23,7 @@ from .._epoch.jobs import EMPTY, Done, Job
 from .._iterdataset import IterDataset, StreamCursor
 from .._reads import NO_READS, thread_counts
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
+from .careful import read_carefully
 from .schedstat import CpuWaitClock
 from .usage import KernelUsage
 
@@ -176,6 +177,9 @@ class Runtime:
         )
         self._streams: dict[tuple[int, int], StreamCursor[Any]] = {}
         self._batched = spec.batched
+        # How a careful job names each record before reading it (a process worker
+        # tells its parent: see careful.py).
+        self.announce: Callable[[int], None] = _ignore
 
     def start(self) -> None:
         """Mark the calling thread as this worker and run the user's ``worker_init_fn``."""
@@ -229,6 +233,8 @@ class Runtime:
         skipped = len(counters.errors)
         if job.kind == "stream":
             return self._read_stream(job)
+        if job.careful is not None:  # read again after a crash: record by record
+            return read_carefully(self.builder, job, self.announce)
         if job.read is not None:  # a stream read in this process: its cursor reads
             return job.read()
         if job.kind == "build":
@@ -297,3 +303,7 @@ class Runtime:
             collate = time.perf_counter() - start - fetch
             return Done(value, fetch, collate, [], states, len(records))
         return Done(records, fetch, 0.0, [], states, len(records))
+
+
+def _ignore(_: int) -> None:
+    """What a job's records are named to where no one listens (threads, inline)."""

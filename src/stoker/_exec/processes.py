@@ -18,10 +18,12 @@ their workers into one segment the results thread makes and names to them
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import multiprocessing
 import os
 import pickle
+import signal
 import threading
 import time
 from concurrent.futures import Future
@@ -30,7 +32,8 @@ from typing import Any
 
 from .._shm import receive_with_segment, send_with_segment, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
-from .diagnosis import crash_message, dump_stacks, only_sample
+from .careful import COLLATING
+from .diagnosis import crash_message, describe_exit, dump_stacks, only_sample, samples_of
 from .executor import cancel_future
 from .first_batch import PLACED, FirstBatch
 from .inherited import dumps_keeping_inherited
@@ -46,12 +49,17 @@ __all__ = ["DEFAULT_MAX_RESTARTS", "ProcessExecutor"]
 
 DEFAULT_MAX_RESTARTS = 10
 """Worker replacements an executor makes under ``restart_workers=True`` before raising."""
+_NATIVE_CRASHES = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
+)
+"""The signals a worker's own native code dies of (not a kill from outside)."""
 _GRACE_SECONDS = 1.0  # for a worker to finish its job and stop before SIGTERM
 _JOIN_SECONDS = 5.0
 
 
 class _Worker:
     __slots__ = (
+        "at",
         "conn",
         "id",
         "job",
@@ -73,6 +81,7 @@ class _Worker:
         self.retired: list[int] = []
         self.ready = False  # it said "ready": it started and unpickled the pipeline
         self.stack_fd: int | None = None  # its file for stack dumps (see worker.py)
+        self.at: int | None = None  # the record a careful job reads now (careful.py)
 
 
 class ProcessExecutor(QueuedExecutor):
@@ -136,6 +145,8 @@ class ProcessExecutor(QueuedExecutor):
         self._last_token = -1  # the latest iterator seen (the lease counts them upwards)
         self._ring = SlotRing(slot_cap)
         self._first: dict[int, FirstBatch] = {}  # a first batch's slice jobs (by id) -> it
+        # Jobs read again only to name a crash's record -> the crashed worker's (pid, exit).
+        self._first_crash: dict[int, tuple[int, int | None]] = {}
         self._wake_r, self._wake_w = os.pipe()
         self._workers: list[_Worker] = []
         self._dead: list[_Worker] = []  # ended workers, joined by close()
@@ -230,7 +241,7 @@ class ProcessExecutor(QueuedExecutor):
                 continue
             job, future = taken
             slot = self._ring.acquire() if job.kind == "build" else None
-            worker.job = (job, future, slot)
+            worker.job, worker.at = (job, future, slot), None
             message = ("job", job.for_worker(), slot, worker.retired, self._ring.sized)
             worker.retired = []
             # If the worker died, its sentinel reports it with the job it held.
@@ -278,6 +289,9 @@ class ProcessExecutor(QueuedExecutor):
             if held is not None:
                 held[1].set_exception(exc)
             return True
+        if tag == "at":  # a careful job names the record it reads now
+            worker.at = message[1]
+            return True
         if tag == "ready":
             worker.ready = True
             worker.stack_fd = message[2] if len(message) > 2 else None
@@ -319,6 +333,8 @@ class ProcessExecutor(QueuedExecutor):
             done.transfer_seconds += time.perf_counter() - start  # for the stats
             done.nbytes = len(raw) + (nbytes if layout is not None else 0)
             result: Done | BaseException = done
+            if job.careful is not None and not self._restart:  # read again only to name it
+                result = self._not_again(job)
         else:
             result = self._rebuild(message[2], worker, job)
         if slot is not None:
@@ -327,12 +343,29 @@ class ProcessExecutor(QueuedExecutor):
         # (the first batch's slices are collated by the last one to arrive).
         with self._cond:
             self._dispatch()
-        if isinstance(result, BaseException):
+        if isinstance(result, WorkerCrashed):
+            future.set_exception(result)
+            self._break(result)
+        elif isinstance(result, BaseException):
             future.set_exception(result)
         else:
             future.set_result(result)
         del future, held, passed, result
         return True
+
+    def _not_again(self, job: Job) -> WorkerCrashed:
+        """The crash of a job that a fresh worker then read record by record without
+        one (without ``restart_workers`` it was read again only to name the record)."""
+        crash = WorkerCrashed(
+            f"{job.careful} while building {job.where}{samples_of(job)}; read again record "
+            "by record in a fresh worker, every record loaded: the crash depends on more "
+            "than one record, or on what the worker did before" + self._restart_advice(False),
+            batch_index=job.batch_index,
+        )
+        with self._cond:
+            crash.pid, code = self._first_crash.pop(id(job), (None, None))
+        crash.signal = -code if code is not None and code < 0 else None
+        return crash
 
     def _rebuild(self, packed: PackedError, worker: _Worker, job: Job | None) -> BaseException:
         data, summary, text, sample = packed
@@ -374,14 +407,21 @@ class ProcessExecutor(QueuedExecutor):
             _close_conns(worker)
             # It exited (not killed) before it could start: restarting it would loop.
             starting = not worker.ready and self.broken is None and (code is None or code > 0)
+            job = held[0] if held is not None else None
+            died = f"worker process {worker.id} (pid {worker.pid}) {describe_exit(code)}"
             # Nor is a worker replaced once the executor broke (an earlier worker's crash,
             # or an error reported by worker_init_fn): the next one would die the same way.
-            if self._restart and self.broken is None and not starting and self._restarts_left > 0:
-                self._restarts_left -= 1
+            again = None
+            if not starting and self.broken is None:
+                again = self._again(job, died, worker.at, code)
+            if again is not None and held is not None:
+                if self._restart:
+                    self._restarts_left -= 1
+                elif job is not None and job.careful is None:  # raised once it is named
+                    self._first_crash[id(again)] = (worker.pid, code)
                 self._workers[index] = self._spawn(worker.id)
                 self._bury(worker, code)
-                if held is not None:
-                    self._pending.appendleft((held[0], held[1]))
+                self._pending.appendleft((again, held[1]))
                 self._dispatch()
                 return
             del self._workers[index]
@@ -390,19 +430,45 @@ class ProcessExecutor(QueuedExecutor):
                 if held is not None:
                     held[1].set_exception(self.broken)
                 return
+            at = worker.at if job is not None and job.careful is not None else None
+            self._first_crash.pop(id(job), None)
+            sample = at if at is not None and at != COLLATING else None
             crash = WorkerCrashed(
-                crash_message(
-                    worker.id, worker.pid, code, held[0] if held is not None else None, starting
-                )
-                + self._restart_advice(starting),
-                batch_index=held[0].batch_index if held is not None else None,
-                sample_index=only_sample(held[0]) if held is not None else None,
+                crash_message(worker.id, worker.pid, code, job, starting, at)
+                + self._restart_advice(starting, at),
+                batch_index=job.batch_index if job is not None else None,
+                sample_index=sample if job is None or sample is not None else only_sample(job),
             )
             crash.pid = worker.pid
             crash.signal = -code if code is not None and code < 0 else None
         if held is not None:
             held[1].set_exception(crash)
         self._break(crash)
+
+    def _again(self, job: Job | None, died: str, at: int | None, code: int | None) -> Job | None:
+        """What to send a fresh worker after one died (``died``, exit ``code``) holding
+        ``job``, or None to raise :class:`~stoker.WorkerCrashed` (lock held).
+
+        A job of records is read again record by record (careful.py), so that a
+        crash that comes again names its record: under ``restart_workers=True`` to
+        recover; without it only after a native crash of the worker's own (a
+        segfault, an abort: the record's doing, not a kill from outside), to name
+        the record in the error. A careful job that crashed again at a record
+        (``at``) is sent once more without it under ``on_error="skip"``.
+        """
+        if job is None or (self._restart and self._restarts_left <= 0):
+            return None
+        of_records = job.kind in ("build", "slice", "records") and bool(job.samples())
+        if job.careful is None:
+            native = code is not None and -code in _NATIVE_CRASHES
+            if of_records and (self._restart or (native and len(job.samples()) > 1)):
+                return dataclasses.replace(job, careful=died)
+            return job if self._restart else None  # a stream's read: sent as it was
+        if not self._restart:
+            return None  # read again only to name the record: it is named
+        if at is not None and at != COLLATING and self._spec.on_error == "skip":
+            return dataclasses.replace(job, careful=died, crashed=(*job.crashed, at))
+        return dataclasses.replace(job, careful=died)  # until max_restarts runs out
 
     def processes(self) -> list[Any]:
         """The ``Process`` handles of the workers, live or ended and not yet joined."""
@@ -430,18 +496,34 @@ class ProcessExecutor(QueuedExecutor):
             return
         self._dead.append(worker)
 
-    def _restart_advice(self, starting: bool) -> str:
+    def _restart_advice(self, starting: bool, at: int | None = None) -> str:
         if starting:
             return ""
+        record = at is not None and at != COLLATING
+        if self._restart and self._restarts_left <= 0:
+            return (
+                f"; workers were already replaced max_restarts={self._max_restarts} times: "
+                + (
+                    f"fix what sample {at} makes crash"
+                    if record
+                    else "look for the record that kills them"
+                )
+                + " (memory, a C extension), "
+                + ("leave it out (on_error='skip'), " if record else "")
+                + "or raise max_restarts="
+            )
+        if record:
+            return (
+                f"; fix what sample {at} makes crash (memory, a C extension), or leave it "
+                "out: on_error='skip' with restart_workers=True skips the records that "
+                "crash a worker"
+            )
         if not self._restart:
             return (
                 "; pass restart_workers=True to replace crashed workers and re-issue their "
                 "jobs, or look for the record that kills it (memory, a C extension)"
             )
-        return (
-            f"; workers were already replaced max_restarts={self._max_restarts} times: look "
-            "for the record that kills them (memory, a C extension), or raise max_restarts="
-        )
+        return "; look for what kills it (memory, a C extension)"
 
     # -- ending ---------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ or death.
 from __future__ import annotations
 
 import faulthandler
+import functools
 import os
 import pickle
 import signal
@@ -98,6 +99,7 @@ def worker_main(
         del payload, inherited
         writer = SlotWriter(spec.batch_size)
         runtime = Runtime(spec, worker_id, "process", pool=writer)  # type: ignore[arg-type]
+        runtime.announce = functools.partial(_announce, conn)  # careful jobs name each record
         runtime.start()
     except BaseException as exc:
         exc.add_note(f"stoker: raised while starting process worker {worker_id}")
@@ -157,6 +159,11 @@ def worker_main(
                 own.close()  # once passed, the parent holds a descriptor of its own
         if not sent:
             return
+
+
+def _announce(conn: Connection, index: int) -> None:
+    """Tell the parent which record a careful job reads now (see careful.py)."""
+    _send(conn, ("at", index))
 
 
 def _stack_dump_fd() -> int | None:
