@@ -298,6 +298,9 @@ class LoaderIterator(Generic[B]):
                 where = f"{workers} {self._mode} workers read ahead"
                 depth = self._spec.settings.depth
         work = tally.work_seconds if workers else produce
+        cpu = tally.cpu_seconds
+        if not workers and tally.work_seconds > 0:  # inline: measured on some batches
+            cpu = min(produce, cpu * produce / tally.work_seconds)
         busy = (work or fetch + collate) / (elapsed * workers) if workers and elapsed > 0 else 0.0
         pool = getattr(self._executor, "pool", None) if self._mode == "inline" else None
         if pool is None and self._builder is not None:
@@ -324,7 +327,7 @@ class LoaderIterator(Generic[B]):
             transfer_seconds=tally.transfer_seconds,
             queue_seconds=queue,
             work_seconds=work,
-            cpu_seconds=tally.cpu_seconds,
+            cpu_seconds=cpu,
             system_seconds=tally.system_seconds,
             page_faults=tally.faults,
             allocator_tuned=large_blocks_kept(),

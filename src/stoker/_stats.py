@@ -103,7 +103,9 @@ class LoaderStats:
             copying into shared memory in the worker, receiving and unpickling here.
         queue_seconds: time jobs waited for a free worker (and in transit).
         work_seconds: the workers' wall time on jobs (inline: production time).
-        cpu_seconds: the workers' CPU time on jobs (0 inline).
+        cpu_seconds: the workers' CPU time on jobs (inline: the caller's thread's,
+            measured on the first batches and on every batch of a millisecond or
+            more, and scaled to the production time).
         system_seconds: the part of ``cpu_seconds`` spent in the kernel (Linux;
             counted from each worker thread's previous job, so waits between jobs
             add their little).

@@ -249,7 +249,9 @@ def _went_inline(s: Counters, share: float, since: int) -> Verdict:
 
 def _inline(s: Counters, waited: str, stage: str) -> Verdict:
     per_batch = (s.fetch_seconds + s.collate_seconds) / s.batches
-    reason = f"{waited}, mostly {_stage_words(stage)} ({_ms(per_batch)} a batch, no workers)"
+    computing = s.cpu_seconds <= 0 or _cpu_work(s)
+    words = _stage_words(stage, computing)
+    reason = f"{waited}, mostly {words} ({_ms(per_batch)} a batch, no workers)"
     if per_batch < _WORTH_A_HANDOFF:
         return Verdict(
             "input-bound",
@@ -261,6 +263,9 @@ def _inline(s: Counters, waited: str, stage: str) -> Verdict:
             ),
         )
     cores = max(2, s.cpu_count - 1)
+    if not computing:  # the caller's thread mostly waited: workers overlap the waits
+        more = f"more workers: num_workers={2 * cores}"
+        return Verdict("input-bound", stage, reason, (more, _cheaper(stage, False)))
     if stage == "read":
         advice = f"more workers: num_workers={cores} (threads suit reads that wait for I/O)"
     else:

@@ -351,6 +351,29 @@ def test_slow_map_and_fast_loop_is_input_bound_on_the_map():
     json.dumps(stats.as_dict())
 
 
+def test_a_sleeping_map_without_workers_is_called_waiting_not_decoding():
+    it = iter(sk.DataLoader(sk.range(0, 96).map(_slow_map), batch_size=8))
+    for _ in it:
+        pass
+    stats = it.stats()
+    verdict = stats.verdict
+    assert (verdict.kind, verdict.stage) == ("input-bound", "transforms")
+    assert "waiting" in verdict.reason, verdict
+    assert "decode" not in verdict.reason, verdict
+    assert "smaller images" not in " ".join(verdict.advice), verdict
+    assert "more workers" in verdict.advice[0], verdict
+    assert 0 < stats.cpu_seconds < 0.5 * stats.work_seconds
+
+
+def test_python_work_without_workers_is_called_computing():
+    it = iter(sk.DataLoader(sk.range(0, 96).map(_spin), batch_size=8))
+    for _ in it:
+        pass
+    stats = it.stats()
+    assert "waiting" not in stats.verdict.reason, stats.verdict
+    assert stats.cpu_seconds >= 0.5 * stats.work_seconds
+
+
 def test_slow_map_with_thread_workers_is_input_bound_on_the_map(no_thread_leak):
     loader = sk.DataLoader(
         sk.range(0, 96).map(_slow_map), batch_size=4, num_workers=2, worker_mode="thread"

@@ -21,7 +21,7 @@ from .._batching.pool import BufferPool
 from .._dataset import Dataset
 from .._epoch.jobs import EMPTY, Done, Job
 from .._iterdataset import IterDataset, StreamCursor
-from .._reads import NO_READS, thread_counts
+from .._reads import NO_READS, SourceReads, thread_counts
 from .._worker_info import WorkerInfo, set_worker_info, worker_seed
 from .careful import read_carefully
 from .schedstat import CpuWaitClock
@@ -177,6 +177,11 @@ class Runtime:
         )
         self._streams: dict[tuple[int, int], StreamCursor[Any]] = {}
         self._batched = spec.batched
+        # Inline, the CPU time of the caller's thread is measured on the first jobs,
+        # and on every job only when they are slow enough for it to cost nothing (a
+        # thread CPU clock read is a system call): it tells waits from work.
+        self._probing = mode == "inline"
+        self._probed: list[float] = []
         # How a careful job names each record before reading it (a process worker
         # tells its parent: see careful.py).
         self.announce: Callable[[int], None] = _ignore
@@ -197,7 +202,9 @@ class Runtime:
     def run(self, job: Job) -> Done:
         """Do ``job``; exceptions propagate with the sample and batch located."""
         transform, hits, reads = thread_counts()
-        if self._inline:  # the caller's own time: no worker time or CPU share to report
+        if self._inline:  # the caller's own time: no worker time to report
+            if self._probing:
+                return self._run_probed(job, transform, hits, reads)
             done = self._run(job)
             transformed, hit, read = thread_counts()
             done.transform_seconds = transformed - transform
@@ -225,6 +232,25 @@ class Runtime:
         done.hits = hit - hits
         if read is not reads:
             done.reads = read - reads
+        return done
+
+    def _run_probed(self, job: Job, transform: float, hits: int, reads: SourceReads) -> Done:
+        """An inline job with its wall and CPU time (``work_seconds``, ``cpu_seconds``);
+        after ``_PROBED`` jobs, only if they took ``_PROBE_WORTH`` seconds on average."""
+        start, cpu = time.perf_counter(), time.thread_time()
+        done = self._run(job)
+        done.work_seconds = time.perf_counter() - start
+        done.cpu_seconds = time.thread_time() - cpu
+        transformed, hit, read = thread_counts()
+        done.transform_seconds = transformed - transform
+        done.hits = hit - hits
+        if read is not reads:
+            done.reads = read - reads
+        probed = self._probed
+        if len(probed) < _PROBED:
+            probed.append(done.work_seconds)
+            if len(probed) == _PROBED:
+                self._probing = sum(probed) >= _PROBED * _PROBE_WORTH
         return done
 
     def _run(self, job: Job) -> Done:
@@ -303,6 +329,10 @@ class Runtime:
             collate = time.perf_counter() - start - fetch
             return Done(value, fetch, collate, [], states, len(records))
         return Done(records, fetch, 0.0, [], states, len(records))
+
+
+_PROBED = 8  # inline jobs whose CPU time is always measured
+_PROBE_WORTH = 1e-3  # the mean seconds a job takes for every one to be measured
 
 
 def _ignore(_: int) -> None:
