@@ -411,17 +411,22 @@ class ProcessExecutor(QueuedExecutor):
             died = f"worker process {worker.id} (pid {worker.pid}) {describe_exit(code)}"
             # Nor is a worker replaced once the executor broke (an earlier worker's crash,
             # or an error reported by worker_init_fn): the next one would die the same way.
-            again = None
+            again, replace = None, False
             if not starting and self.broken is None:
-                again = self._again(job, died, worker.at, code)
-            if again is not None and held is not None:
+                if held is None:  # it died idle
+                    replace = self._restart and self._restarts_left > 0
+                else:
+                    again = self._again(held[0], died, worker.at, code)
+                    replace = again is not None
+            if replace:
                 if self._restart:
                     self._restarts_left -= 1
-                elif job is not None and job.careful is None:  # raised once it is named
+                elif again is not None and again.careful == died:  # raised once it is named
                     self._first_crash[id(again)] = (worker.pid, code)
                 self._workers[index] = self._spawn(worker.id)
                 self._bury(worker, code)
-                self._pending.appendleft((again, held[1]))
+                if again is not None and held is not None:
+                    self._pending.appendleft((again, held[1]))
                 self._dispatch()
                 return
             del self._workers[index]
@@ -445,7 +450,7 @@ class ProcessExecutor(QueuedExecutor):
             held[1].set_exception(crash)
         self._break(crash)
 
-    def _again(self, job: Job | None, died: str, at: int | None, code: int | None) -> Job | None:
+    def _again(self, job: Job, died: str, at: int | None, code: int | None) -> Job | None:
         """What to send a fresh worker after one died (``died``, exit ``code``) holding
         ``job``, or None to raise :class:`~stoker.WorkerCrashed` (lock held).
 
@@ -456,7 +461,7 @@ class ProcessExecutor(QueuedExecutor):
         the record in the error. A careful job that crashed again at a record
         (``at``) is sent once more without it under ``on_error="skip"``.
         """
-        if job is None or (self._restart and self._restarts_left <= 0):
+        if self._restart and self._restarts_left <= 0:
             return None
         of_records = job.kind in ("build", "slice", "records") and bool(job.samples())
         if job.careful is None:
@@ -497,20 +502,18 @@ class ProcessExecutor(QueuedExecutor):
         self._dead.append(worker)
 
     def _restart_advice(self, starting: bool, at: int | None = None) -> str:
+        """What to do about a crash: ``at`` is the record a careful job crashed at."""
         if starting:
             return ""
         record = at is not None and at != COLLATING
         if self._restart and self._restarts_left <= 0:
+            if record:
+                todo = f"fix what sample {at} makes crash, or leave it out (on_error='skip')"
+            else:
+                todo = "look for the record that kills them (memory, a C extension)"
             return (
                 f"; workers were already replaced max_restarts={self._max_restarts} times: "
-                + (
-                    f"fix what sample {at} makes crash"
-                    if record
-                    else "look for the record that kills them"
-                )
-                + " (memory, a C extension), "
-                + ("leave it out (on_error='skip'), " if record else "")
-                + "or raise max_restarts="
+                f"{todo}, or raise max_restarts="
             )
         if record:
             return (
@@ -518,12 +521,10 @@ class ProcessExecutor(QueuedExecutor):
                 "out: on_error='skip' with restart_workers=True skips the records that "
                 "crash a worker"
             )
-        if not self._restart:
-            return (
-                "; pass restart_workers=True to replace crashed workers and re-issue their "
-                "jobs, or look for the record that kills it (memory, a C extension)"
-            )
-        return "; look for what kills it (memory, a C extension)"
+        return (
+            "; pass restart_workers=True to replace crashed workers and re-issue their "
+            "jobs, or look for the record that kills it (memory, a C extension)"
+        )
 
     # -- ending ---------------------------------------------------------------------
 
