@@ -206,6 +206,7 @@ class Runtime:
             if self._probing:
                 return self._run_probed(job, transform, hits, reads)
             done = self._run(job)
+            # _counted written out: the per-batch path of tiny inline batches.
             transformed, hit, read = thread_counts()
             done.transform_seconds = transformed - transform
             done.hits = hit - hits
@@ -227,12 +228,7 @@ class Runtime:
         done.system_seconds, done.faults = kernel.since()
         if clock is not None:
             done.cpu_wait_seconds = clock.seconds() - queued
-        transformed, hit, read = thread_counts()
-        done.transform_seconds = transformed - transform
-        done.hits = hit - hits
-        if read is not reads:
-            done.reads = read - reads
-        return done
+        return _counted(done, transform, hits, reads)
 
     def _run_probed(self, job: Job, transform: float, hits: int, reads: SourceReads) -> Done:
         """An inline job with its wall and CPU time (``work_seconds``, ``cpu_seconds``);
@@ -241,17 +237,12 @@ class Runtime:
         done = self._run(job)
         done.work_seconds = time.perf_counter() - start
         done.cpu_seconds = time.thread_time() - cpu
-        transformed, hit, read = thread_counts()
-        done.transform_seconds = transformed - transform
-        done.hits = hit - hits
-        if read is not reads:
-            done.reads = read - reads
         probed = self._probed
         if len(probed) < _PROBED:
             probed.append(done.work_seconds)
             if len(probed) == _PROBED:
                 self._probing = sum(probed) >= _PROBED * _PROBE_WORTH
-        return done
+        return _counted(done, transform, hits, reads)
 
     def _run(self, job: Job) -> Done:
         counters = self.builder.counters
@@ -329,6 +320,17 @@ class Runtime:
             collate = time.perf_counter() - start - fetch
             return Done(value, fetch, collate, [], states, len(records))
         return Done(records, fetch, 0.0, [], states, len(records))
+
+
+def _counted(done: Done, transform: float, hits: int, reads: SourceReads) -> Done:
+    """``done`` with what this thread's :func:`thread_counts` gained since they were
+    ``transform``, ``hits`` and ``reads``: time in map functions, source reads."""
+    transformed, hit, read = thread_counts()
+    done.transform_seconds = transformed - transform
+    done.hits = hit - hits
+    if read is not reads:  # a source block was decoded, or read remotely
+        done.reads = read - reads
+    return done
 
 
 _PROBED = 8  # inline jobs whose CPU time is always measured
