@@ -18,12 +18,10 @@ their workers into one segment the results thread makes and names to them
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import multiprocessing
 import os
 import pickle
-import signal
 import threading
 import time
 from concurrent.futures import Future
@@ -32,7 +30,7 @@ from typing import Any
 
 from .._shm import receive_with_segment, send_with_segment, sharing_for_workers
 from ..errors import IteratorFailed, WorkerCrashed, WorkerError
-from .careful import COLLATING
+from .careful import COLLATING, Restarts
 from .diagnosis import crash_message, describe_exit, dump_stacks, only_sample, samples_of
 from .executor import cancel_future
 from .first_batch import PLACED, FirstBatch
@@ -49,10 +47,6 @@ __all__ = ["DEFAULT_MAX_RESTARTS", "ProcessExecutor"]
 
 DEFAULT_MAX_RESTARTS = 10
 """Worker replacements an executor makes under ``restart_workers=True`` before raising."""
-_NATIVE_CRASHES = frozenset(
-    {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
-)
-"""The signals a worker's own native code dies of (not a kill from outside)."""
 _GRACE_SECONDS = 1.0  # for a worker to finish its job and stop before SIGTERM
 _JOIN_SECONDS = 5.0
 
@@ -122,9 +116,7 @@ class ProcessExecutor(QueuedExecutor):
         slot_cap: int = 8,
     ) -> None:
         super().__init__(spec.num_workers)
-        self._restart = restart
-        self._restarts_left = max_restarts
-        self._max_restarts = max_restarts
+        self._restarts = Restarts(restart, max_restarts, spec.on_error)
         self._ctx = multiprocessing.get_context(start_method)
         with sharing_for_workers():
             # multiprocessing objects (Value, Lock, Queue) travel as Process arguments.
@@ -163,7 +155,7 @@ class ProcessExecutor(QueuedExecutor):
     @property
     def restarts(self) -> int:
         """Workers replaced so far under ``restart_workers=True``."""
-        return self._max_restarts - self._restarts_left
+        return self._restarts.used
 
     @property
     def ready(self) -> bool:
@@ -333,7 +325,7 @@ class ProcessExecutor(QueuedExecutor):
             done.transfer_seconds += time.perf_counter() - start  # for the stats
             done.nbytes = len(raw) + (nbytes if layout is not None else 0)
             result: Done | BaseException = done
-            if job.careful is not None and not self._restart:  # read again only to name it
+            if job.careful is not None and not self._restarts.restart:  # only to name it
                 result = self._not_again(job)
         else:
             result = self._rebuild(message[2], worker, job)
@@ -359,7 +351,7 @@ class ProcessExecutor(QueuedExecutor):
         crash = WorkerCrashed(
             f"{job.careful} while building {job.where}{samples_of(job)}; read again record "
             "by record in a fresh worker, every record loaded: the crash depends on more "
-            "than one record, or on what the worker did before" + self._restart_advice(False),
+            "than one record, or on what the worker did before" + self._restarts.advice(False),
             batch_index=job.batch_index,
         )
         with self._cond:
@@ -414,13 +406,13 @@ class ProcessExecutor(QueuedExecutor):
             again, replace = None, False
             if not starting and self.broken is None:
                 if held is None:  # it died idle
-                    replace = self._restart and self._restarts_left > 0
+                    replace = self._restarts.replaces_idle
                 else:
-                    again = self._again(held[0], died, worker.at, code)
+                    again = self._restarts.again(held[0], died, worker.at, code)
                     replace = again is not None
             if replace:
-                if self._restart:
-                    self._restarts_left -= 1
+                if self._restarts.restart:
+                    self._restarts.left -= 1
                 elif again is not None and again.careful == died:  # raised once it is named
                     self._first_crash[id(again)] = (worker.pid, code)
                 self._workers[index] = self._spawn(worker.id)
@@ -440,7 +432,7 @@ class ProcessExecutor(QueuedExecutor):
             sample = at if at is not None and at != COLLATING else None
             crash = WorkerCrashed(
                 crash_message(worker.id, worker.pid, code, job, starting, at)
-                + self._restart_advice(starting, at),
+                + self._restarts.advice(starting, at),
                 batch_index=job.batch_index if job is not None else None,
                 sample_index=sample if job is None or sample is not None else only_sample(job),
             )
@@ -449,31 +441,6 @@ class ProcessExecutor(QueuedExecutor):
         if held is not None:
             held[1].set_exception(crash)
         self._break(crash)
-
-    def _again(self, job: Job, died: str, at: int | None, code: int | None) -> Job | None:
-        """What to send a fresh worker after one died (``died``, exit ``code``) holding
-        ``job``, or None to raise :class:`~stoker.WorkerCrashed` (lock held).
-
-        A job of records is read again record by record (careful.py), so that a
-        crash that comes again names its record: under ``restart_workers=True`` to
-        recover; without it only after a native crash of the worker's own (a
-        segfault, an abort: the record's doing, not a kill from outside), to name
-        the record in the error. A careful job that crashed again at a record
-        (``at``) is sent once more without it under ``on_error="skip"``.
-        """
-        if self._restart and self._restarts_left <= 0:
-            return None
-        of_records = job.kind in ("build", "slice", "records") and bool(job.samples())
-        if job.careful is None:
-            native = code is not None and -code in _NATIVE_CRASHES
-            if of_records and (self._restart or (native and len(job.samples()) > 1)):
-                return dataclasses.replace(job, careful=died)
-            return job if self._restart else None  # a stream's read: sent as it was
-        if not self._restart:
-            return None  # read again only to name the record: it is named
-        if at is not None and at != COLLATING and self._spec.on_error == "skip":
-            return dataclasses.replace(job, careful=died, crashed=(*job.crashed, at))
-        return dataclasses.replace(job, careful=died)  # until max_restarts runs out
 
     def processes(self) -> list[Any]:
         """The ``Process`` handles of the workers, live or ended and not yet joined."""
@@ -500,31 +467,6 @@ class ProcessExecutor(QueuedExecutor):
             worker.process.close()
             return
         self._dead.append(worker)
-
-    def _restart_advice(self, starting: bool, at: int | None = None) -> str:
-        """What to do about a crash: ``at`` is the record a careful job crashed at."""
-        if starting:
-            return ""
-        record = at is not None and at != COLLATING
-        if self._restart and self._restarts_left <= 0:
-            if record:
-                todo = f"fix what sample {at} makes crash, or leave it out (on_error='skip')"
-            else:
-                todo = "look for the record that kills them (memory, a C extension)"
-            return (
-                f"; workers were already replaced max_restarts={self._max_restarts} times: "
-                f"{todo}, or raise max_restarts="
-            )
-        if record:
-            return (
-                f"; fix what sample {at} makes crash (memory, a C extension), or leave it "
-                "out: on_error='skip' with restart_workers=True skips the records that "
-                "crash a worker"
-            )
-        return (
-            "; pass restart_workers=True to replace crashed workers and re-issue their "
-            "jobs, or look for the record that kills it (memory, a C extension)"
-        )
 
     # -- ending ---------------------------------------------------------------------
 
