@@ -205,14 +205,7 @@ class Runtime:
         if self._inline:  # the caller's own time: no worker time to report
             if self._probing:
                 return self._run_probed(job, transform, hits, reads)
-            done = self._run(job)
-            # _counted written out: the per-batch path of tiny inline batches.
-            transformed, hit, read = thread_counts()
-            done.transform_seconds = transformed - transform
-            done.hits = hit - hits
-            if read is not reads:  # a source block was decoded, or read remotely
-                done.reads = read - reads
-            return done
+            return _counted(self._run(job), transform, hits, reads)
         clock = self._clock
         if self._cpu_wait and clock is None:
             clock = self._clock = CpuWaitClock()
