@@ -13,9 +13,9 @@ The plans write jobs; executors (``stoker._exec``) run them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -114,7 +114,8 @@ class Done:
     value: Any
     fetch_seconds: float = 0.0
     collate_seconds: float = 0.0
-    skipped: list[tuple[int, str, BaseException]] = field(default_factory=list)
+    # A shared empty tuple by default: made for every batch, no list to make.
+    skipped: Sequence[tuple[int, str, BaseException]] = ()
     states: list[dict[str, Any]] | None = None  # stream jobs: the part's state after each item
     count: int = 0  # stream jobs: records read
     # For the stats: time in map functions (part of fetch), the worker's whole time on

@@ -196,7 +196,11 @@ class MapPlan(_Plan):
     def state(self) -> dict[str, Any]:
         sampler_state = self._cursor.state_dict()  # a fresh dict
         sampler_state["position"] = self._position
-        return self._state(carry=[[e, i] for e, i in self._carry], sampler=sampler_state)
+        carry = [[e, i] for e, i in self._carry] if self._carry else []
+        # Made once a batch: position_state directly, not through _state's keywords.
+        return position_state(
+            self._header, self._epoch, self._batches, carry=carry, sampler=sampler_state
+        )
 
     def final_state(self) -> dict[str, Any]:
         if self._final is None:

@@ -164,7 +164,9 @@ class IndexCursor(SamplerCursor):
         self._fields: dict[str, Any] | None = None  # the sampler's, fixed for an epoch
 
     def take(self, n: int) -> IndexArray:
-        count = check_int(n, "take(n)", minimum=0)
+        # Checked unless a plain int >= 0 (the plan's, once a batch: the check costs
+        # more than the slice of a sequential order).
+        count = n if type(n) is int and n >= 0 else check_int(n, "take(n)", minimum=0)
         start = self._position
         stop = min(start + count, self._length)
         if stop <= start:
@@ -178,7 +180,9 @@ class IndexCursor(SamplerCursor):
         if fields is None:
             fields = self._fields = self._sampler._expected_fields()
         extra = self._order.state_fields()
-        return {**fields, **extra, "epoch": self._epoch, "position": self._position}
+        if extra:
+            return {**fields, **extra, "epoch": self._epoch, "position": self._position}
+        return {**fields, "epoch": self._epoch, "position": self._position}
 
 
 class Sampler(EpochStateful[SamplerCursor]):
