@@ -178,10 +178,12 @@ class Runtime:
         self._streams: dict[tuple[int, int], StreamCursor[Any]] = {}
         self._batched = spec.batched
         # Inline, the CPU time of the caller's thread is measured on the first jobs,
-        # and on every job only when they are slow enough for it to cost nothing (a
-        # thread CPU clock read is a system call): it tells waits from work.
+        # then on one job in _PROBE_EVERY only when they are slow enough for it to
+        # cost nothing (a thread CPU clock read is a system call): it tells waits from
+        # work. The stats scale what was measured to the whole production time.
         self._probing = mode == "inline"
         self._probed: list[float] = []
+        self._probe_in = 1  # jobs until the next one measured
         # How a careful job names each record before reading it (a process worker
         # tells its parent: see careful.py).
         self.announce: Callable[[int], None] = _ignore
@@ -204,7 +206,9 @@ class Runtime:
         transform, hits, reads = thread_counts()
         if self._inline:  # the caller's own time: no worker time to report
             if self._probing:
-                return self._run_probed(job, transform, hits, reads)
+                self._probe_in -= 1
+                if self._probe_in <= 0:
+                    return self._run_probed(job, transform, hits, reads)
             return _counted(self._run(job), transform, hits, reads)
         clock = self._clock
         if self._cpu_wait and clock is None:
@@ -224,17 +228,22 @@ class Runtime:
         return _counted(done, transform, hits, reads)
 
     def _run_probed(self, job: Job, transform: float, hits: int, reads: SourceReads) -> Done:
-        """An inline job with its wall and CPU time (``work_seconds``, ``cpu_seconds``);
-        after ``_PROBED`` jobs, only if they took ``_PROBE_WORTH`` seconds on average."""
+        """An inline job with its wall and CPU time (``work_seconds``, ``cpu_seconds``):
+        each of the first ``_PROBED`` jobs, then one in ``_PROBE_EVERY`` if those took
+        ``_PROBE_WORTH`` seconds on average."""
         start, cpu = time.perf_counter(), time.thread_time()
         done = self._run(job)
         done.work_seconds = time.perf_counter() - start
         done.cpu_seconds = time.thread_time() - cpu
         probed = self._probed
+        self._probe_in = 1
         if len(probed) < _PROBED:
             probed.append(done.work_seconds)
             if len(probed) == _PROBED:
                 self._probing = sum(probed) >= _PROBED * _PROBE_WORTH
+                self._probe_in = _PROBE_EVERY
+        else:
+            self._probe_in = _PROBE_EVERY
         return _counted(done, transform, hits, reads)
 
     def _run(self, job: Job) -> Done:
@@ -327,7 +336,8 @@ def _counted(done: Done, transform: float, hits: int, reads: SourceReads) -> Don
 
 
 _PROBED = 8  # inline jobs whose CPU time is always measured
-_PROBE_WORTH = 1e-3  # the mean seconds a job takes for every one to be measured
+_PROBE_WORTH = 1e-3  # the mean seconds a job takes for later ones to be measured
+_PROBE_EVERY = 8  # then one job in this many is measured
 
 
 def _ignore(_: int) -> None:

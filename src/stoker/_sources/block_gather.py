@@ -365,10 +365,10 @@ def _gather_rows(
     """
     n = len(picked)
     width = items[0].dtype.itemsize
-    lined = np.empty(n, dtype=items[0].dtype)
     if grouping is None:
-        items[0].take(picked, out=lined)
+        lined = items[0].take(picked)
     else:
+        lined = np.empty(n, dtype=items[0].dtype)
         grouped = np.empty_like(lined)
         start = 0
         for block_items, end in zip(items, grouping.ends, strict=True):

@@ -323,10 +323,16 @@ class BlockTable(TableDataset):
         numbers = self._block_numbers(indices)
         window = self._window
         if window is not None and window.joined is not None:
-            positions = window.shifts[numbers] + indices  # negative: a block not joined
-            if positions.min() >= 0:  # one gather from the window's blocks, joined
+            # One gather from the window's blocks, joined. A block not joined makes its
+            # records' positions far below zero: the gather's first take raises
+            # IndexError before anything is written (cheaper than looking first).
+            try:
+                batch = gather_batch([window.joined], None, window.shifts[numbers] + indices, out)
+            except IndexError:
+                pass
+            else:
                 count_hits(int(np.count_nonzero(np.bincount(numbers))))
-                return gather_batch([window.joined], None, positions, out)
+                return batch
         rows = self._rows(indices, numbers)
         unique, grouping = split_blocks(numbers, self._block_count)
         if window is not None and window.unique == unique:  # the last batch's blocks
