@@ -18,12 +18,12 @@ To add an executor:
 from __future__ import annotations
 
 from concurrent.futures import Future
-from concurrent.futures._base import CANCELLED
+from concurrent.futures._base import CANCELLED, PENDING, RUNNING
 from typing import Protocol
 
 from .._epoch.jobs import Done, Job, Submits
 
-__all__ = ["Executor", "cancel_future"]
+__all__ = ["Executor", "cancel_future", "claim"]
 
 
 class Executor(Submits, Protocol):
@@ -99,3 +99,26 @@ def cancel_future(future: Future[Done]) -> None:
     # CANCELLED -> CANCELLED_AND_NOTIFIED wakes wait(); a second call finds it done.
     if future.cancel() and future._state == CANCELLED:
         future.set_running_or_notify_cancel()
+
+
+def claim(future: Future[Done]) -> bool:
+    """Mark the future of a queued job running, as a worker takes the job; False when
+    it was cancelled (or failed) while it waited: the job is dropped unrun. A job sent
+    again after its worker died is running already: True.
+
+    One lock a job (``running()``, ``done()`` and ``set_running_or_notify_cancel()``
+    take the future's lock each; the last logs and raises on a finished future).
+
+    Example:
+        >>> from concurrent.futures import Future
+        >>> f: Future[Done] = Future()
+        >>> claim(f), f.running(), claim(f)
+        (True, True, True)
+        >>> g: Future[Done] = Future()
+        >>> cancel_future(g); claim(g)
+        False
+    """
+    state = future._state
+    if state == RUNNING:
+        return True
+    return state == PENDING and future.set_running_or_notify_cancel()

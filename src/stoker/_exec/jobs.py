@@ -157,6 +157,7 @@ class Runtime:
         self._cpu_wait = cpu_wait  # also measure the time waiting for a CPU
         self._clock: CpuWaitClock | None = None  # opened on the worker's thread
         self._kernel: KernelUsage | None = None  # counts on the thread that runs the jobs
+        self._kernel_in = 0  # jobs until the kernel's counts are read again
         self.info = WorkerInfo(
             id=worker_id,
             num_workers=spec.num_workers,
@@ -222,7 +223,13 @@ class Runtime:
         done = self._run(job)
         done.work_seconds = time.perf_counter() - start
         done.cpu_seconds = time.thread_time() - cpu
-        done.system_seconds, done.faults = kernel.since()
+        # The kernel's counts run on between reads: read after a job that took long
+        # enough for the system call to cost nothing, else after one in _KERNEL_EVERY
+        # (that job carries the others' counts: the sums stay whole).
+        self._kernel_in -= 1
+        if self._kernel_in <= 0 or done.work_seconds >= _KERNEL_WORTH:
+            done.system_seconds, done.faults = kernel.since()
+            self._kernel_in = _KERNEL_EVERY
         if clock is not None:
             done.cpu_wait_seconds = clock.seconds() - queued
         return _counted(done, transform, hits, reads)
@@ -338,6 +345,8 @@ def _counted(done: Done, transform: float, hits: int, reads: SourceReads) -> Don
 _PROBED = 8  # inline jobs whose CPU time is always measured
 _PROBE_WORTH = 1e-3  # the mean seconds a job takes for later ones to be measured
 _PROBE_EVERY = 8  # then one job in this many is measured
+_KERNEL_EVERY = 8  # worker jobs: the kernel's counts read after one job in this many
+_KERNEL_WORTH = 1e-3  # and after every job that took this many seconds
 
 
 def _ignore(_: int) -> None:

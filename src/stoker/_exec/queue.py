@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..errors import IteratorFailed
-from .executor import cancel_future
+from .executor import cancel_future, claim
 from .jobs import Done, Job
 
 __all__ = ["CLOSED_WHILE_BUILDING", "QueuedExecutor"]
@@ -87,10 +87,7 @@ class QueuedExecutor:
                 position += 1
                 continue
             del self._pending[position]
-            if future.done():  # cancelled (or failed) while it waited: dropped unrun
-                continue
-            # A job re-issued after its worker died is running already.
-            if future.running() or future.set_running_or_notify_cancel():
+            if claim(future):  # else cancelled (or failed) while it waited: dropped unrun
                 return job, future
         return None
 
@@ -101,9 +98,7 @@ class QueuedExecutor:
                 self.broken = exc
             queued, self._pending = list(self._pending), deque()
         for _, future in queued:
-            if future.done():
-                continue
-            if future.running() or future.set_running_or_notify_cancel():
+            if claim(future):
                 future.set_exception(exc)
 
     @property

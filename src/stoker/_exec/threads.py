@@ -190,6 +190,9 @@ class ThreadExecutor(QueuedExecutor):
             cond, worker_id = self._cond, runtime.info.id
             while True:
                 with cond:
+                    # The job done last (none at first) is no longer running: one lock
+                    # a job, shared with the consumer's submits.
+                    self._running.pop(worker_id, None)
                     while True:
                         if self._closed:
                             return
@@ -207,8 +210,6 @@ class ThreadExecutor(QueuedExecutor):
                     where = f"thread worker {worker_id} while building {job.where}"
                     batch = job.batch_index
                     settle(future, error=contained(exc, where, batch))
-                with cond:
-                    self._running.pop(worker_id, None)
                 del future, taken
         finally:
             runtime.stop()
