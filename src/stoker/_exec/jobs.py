@@ -243,14 +243,11 @@ class Runtime:
         done.work_seconds = time.perf_counter() - start
         done.cpu_seconds = time.thread_time() - cpu
         probed = self._probed
-        self._probe_in = 1
         if len(probed) < _PROBED:
             probed.append(done.work_seconds)
             if len(probed) == _PROBED:
                 self._probing = sum(probed) >= _PROBED * _PROBE_WORTH
-                self._probe_in = _PROBE_EVERY
-        else:
-            self._probe_in = _PROBE_EVERY
+        self._probe_in = 1 if len(probed) < _PROBED else _PROBE_EVERY
         return _counted(done, transform, hits, reads)
 
     def _run(self, job: Job) -> Done:
