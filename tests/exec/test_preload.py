@@ -12,7 +12,7 @@ from pathlib import Path
 import cloudpickle
 
 import stoker as sk
-from stoker._exec.preload import modules_named
+from stoker._exec.preload import imported_inside, modules_named
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,6 +55,89 @@ def test_workers_find_the_pipeline_module_imported_by_the_fork_server(tmp_path):
     (tmp_path / "pipeline_module.py").write_text(MODULE)
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(SCRIPT.format(folder=str(tmp_path))))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "imported-by-worker 0 of 8" in done.stdout, done.stdout + done.stderr
+
+
+LAZY_MODULE = """
+import os
+IMPORTED_IN = os.getpid()
+"""
+
+LAZY_PIPELINE = """
+def where(index):
+    import lazy_module  # imported as the function runs, as decoders often do
+
+    return lazy_module.IMPORTED_IN == os.getpid()
+"""
+
+LAZY_SCRIPT = """
+import sys
+sys.path.insert(0, {folder!r})
+import numpy as np
+import stoker as sk
+import lazy_module  # the training script imported it: the fork server may too
+import lazy_pipeline
+
+loader = sk.DataLoader(sk.range(0, 8).map(lazy_pipeline.where), batch_size=4,
+                       num_workers=2, worker_mode="process")
+flags = np.concatenate([np.asarray(b) for b in loader]).tolist()
+print("imported-by-worker", sum(flags), "of", len(flags))
+loader.close()
+"""
+
+
+def _helper_importing_json():
+    import json.decoder
+
+    return json.decoder
+
+
+class _Reader:
+    def read(self):
+        from email import message
+
+        return message
+
+
+def test_the_imports_inside_a_pipelines_functions_are_found():
+    from stoker._transforms.map import MapDataset
+
+    def decode(data):
+        import csv
+        from xml import dom
+
+        def inner():
+            import html.parser
+
+            return html.parser
+
+        return csv, dom, inner, _helper_importing_json()
+
+    found = imported_inside([decode, _Reader, MapDataset])
+    assert found[:3] == ["csv", "xml.dom", "xml"]  # in the order the function names them
+    assert "html.parser" in found  # a nested function's
+    assert "json.decoder" in found  # a module-level function it calls
+    assert "email.message" in found  # a method of a class the pickle met
+    assert not any(name.startswith("stoker") for name in found)  # stoker's nodes: left out
+
+
+def test_a_relative_import_and_objects_without_code_name_no_module():
+    namespace: dict[str, object] = {"__name__": "some_package.module"}
+    exec("def relative():\n    from . import sibling\n    return sibling\n", namespace)
+    assert imported_inside([namespace["relative"]]) == []
+    assert imported_inside([len, 3, None]) == []
+
+
+def test_workers_find_a_module_their_functions_import_preloaded_by_the_fork_server(tmp_path):
+    (tmp_path / "lazy_module.py").write_text(LAZY_MODULE)
+    (tmp_path / "lazy_pipeline.py").write_text("import os\n" + LAZY_PIPELINE)
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(LAZY_SCRIPT.format(folder=str(tmp_path))))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env

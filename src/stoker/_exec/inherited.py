@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import types
 from multiprocessing import connection, queues, sharedctypes, synchronize
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
@@ -47,12 +48,15 @@ def _inherited(obj: object) -> bool:
 
 
 class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
-    def __init__(self, file: io.BytesIO, kept: list[Any]) -> None:
+    def __init__(self, file: io.BytesIO, kept: list[Any], met: list[Any] | None) -> None:
         super().__init__(file, protocol=5)
         self._kept = kept
         self._numbers: dict[int, int] = {}
+        self._met = met
 
     def persistent_id(self, obj: Any) -> int | None:
+        if self._met is not None and isinstance(obj, types.FunctionType | type):
+            self._met.append(obj)
         if not _inherited(obj):
             return None
         number = self._numbers.get(id(obj))
@@ -71,8 +75,9 @@ class _Unpickler(pickle.Unpickler):
         return self._kept[pid]
 
 
-def dumps_keeping_inherited(value: Any) -> tuple[bytes, list[Any]]:
-    """``value`` cloudpickled, and the objects to pass at process start, kept apart.
+def dumps_keeping_inherited(value: Any, met: list[Any] | None = None) -> tuple[bytes, list[Any]]:
+    """``value`` cloudpickled, and the objects to pass at process start, kept apart;
+    the functions and classes the pickle met are added to ``met`` when it is given.
 
     Example:
         >>> import multiprocessing
@@ -87,7 +92,7 @@ def dumps_keeping_inherited(value: Any) -> tuple[bytes, list[Any]]:
     kept: list[Any] = []
     buffer = io.BytesIO()
     try:
-        _Pickler(buffer, kept).dump(value)
+        _Pickler(buffer, kept, met).dump(value)
     except (TypeError, pickle.PicklingError, AttributeError):
         return dumps_for_workers(value), []  # raises, naming the part that fails
     return buffer.getvalue(), kept

@@ -120,7 +120,8 @@ class ProcessExecutor(QueuedExecutor):
         self._ctx = multiprocessing.get_context(start_method)
         with sharing_for_workers():
             # multiprocessing objects (Value, Lock, Queue) travel as Process arguments.
-            self._payload, self._inherited = dumps_keeping_inherited(spec)
+            met: list[Any] = []  # functions and classes: their imports are preloaded
+            self._payload, self._inherited = dumps_keeping_inherited(spec, met)
         if start_method == "forkserver":
             # Workers forked from a server that already imported stoker and the
             # pipeline's modules start without importing them again (preload.py).
@@ -128,7 +129,7 @@ class ProcessExecutor(QueuedExecutor):
             # would run its loop in the server. mainless.py makes the server's
             # workers skip re-running it (cloudpickle ships __main__ functions by
             # value, so workers never need it).
-            preload(self._ctx, self._payload)
+            preload(self._ctx, self._payload, met)
         # The payload names the shared segments of spec's in-memory sources by their
         # descriptors here, and a replacement worker attaches them whenever it starts:
         # their owners (the datasets) must live as long as these workers may.
