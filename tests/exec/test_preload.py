@@ -126,6 +126,24 @@ def test_the_imports_inside_a_pipelines_functions_are_found():
     assert not any(name.startswith("stoker") for name in found)  # stoker's nodes: left out
 
 
+def test_a_librarys_own_lazy_imports_are_left_to_it():
+    assert imported_inside([os.popen]) == []  # it imports subprocess as it runs
+
+
+def test_classes_that_name_each_other_are_read_once():
+    class A:
+        def run(self):
+            import csv
+
+            return csv
+
+    class B:
+        pass
+
+    A.partner, B.partner = B, A  # type: ignore[attr-defined]
+    assert imported_inside([A, B]) == ["csv"]
+
+
 def test_a_relative_import_and_objects_without_code_name_no_module():
     namespace: dict[str, object] = {"__name__": "some_package.module"}
     exec("def relative():\n    from . import sibling\n    return sibling\n", namespace)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dis
 import pickletools
 import sys
+import sysconfig
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -85,9 +86,10 @@ def imported_inside(functions: Iterable[object]) -> list[str]:
     """The modules that ``import`` statements inside ``functions`` name, in order:
     what they import as they run rather than when their module is imported. Followed
     into nested functions, closures, the module-level functions they call, and the
-    methods of classes among ``functions`` (not stoker's own: its workers import
-    what they need). ``from a import b`` names ``a.b`` (a
-    module, if ``b`` is one) and ``a``; relative imports are left out.
+    methods of classes among ``functions``; only into the user's code (see
+    :func:`_users`): a library's lazy imports are its own, and need not run.
+    ``from a import b`` names ``a.b`` (a module, if ``b`` is one) and ``a``; relative
+    imports are left out.
 
     Example:
         >>> def helper():
@@ -104,9 +106,12 @@ def imported_inside(functions: Iterable[object]) -> list[str]:
     todo: list[tuple[types.CodeType, dict[str, Any]]] = []
 
     def add(obj: object) -> None:
+        if not _users(obj):
+            return
         if isinstance(obj, type):
-            if obj.__module__.startswith("stoker."):
-                return  # stoker's dataset nodes: its workers import what they need
+            if id(obj) in seen:
+                return
+            seen.add(id(obj))
             for member in list(vars(obj).values()):
                 add(getattr(member, "__func__", member))  # classmethod, staticmethod
         elif isinstance(obj, types.FunctionType) and id(obj.__code__) not in seen:
@@ -144,6 +149,24 @@ def imported_inside(functions: Iterable[object]) -> list[str]:
     return list(found)
 
 
+_LIBRARIES = tuple(
+    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _users(obj: object) -> bool:
+    """Whether ``obj`` (a function or class) is the user's code, whose lazy imports
+    are read: not from the standard library or an installed package, except
+    stoker's own functions (its benchmarks'; not its classes, the dataset nodes)."""
+    module = str(getattr(obj, "__module__", None) or "")
+    if module == "stoker" or module.startswith("stoker."):
+        return not isinstance(obj, type)
+    path = str(getattr(sys.modules.get(module), "__file__", None) or "")
+    if not path:  # __main__ of a notebook, a module made on the fly
+        return True
+    return not path.startswith(_LIBRARIES) and "-packages" not in path
+
+
 def preload(ctx: Any, payload: bytes, functions: Iterable[object] = ()) -> None:
     """Set the fork server's preload list for a pipeline pickled as ``payload``, whose
     pickle met ``functions`` (and classes): the modules they import as they run are
@@ -152,9 +175,13 @@ def preload(ctx: Any, payload: bytes, functions: Iterable[object] = ()) -> None:
     ``ctx`` is the ``forkserver`` multiprocessing context; a server already running
     keeps its list.
     """
+    try:
+        lazy = imported_inside(functions)
+    except Exception:  # an object that cannot be read so: what the pickle names only
+        lazy = []
     extra = [
         name
-        for name in dict.fromkeys([*modules_named(payload), *imported_inside(functions)])
+        for name in dict.fromkeys([*modules_named(payload), *lazy])
         if name in sys.modules and name not in ("__main__", "__mp_main__")
     ]
     ctx.set_forkserver_preload([*STOKER_MODULES, *extra])
