@@ -6,8 +6,8 @@ import os
 import pickle
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+from typing import Any
 
 import cloudpickle
 
@@ -29,14 +29,27 @@ import sys
 sys.path.insert(0, {folder!r})
 import numpy as np
 import stoker as sk
-import pipeline_module
+{imports}
 
-loader = sk.DataLoader(sk.range(0, 8).map(pipeline_module.where), batch_size=4,
+loader = sk.DataLoader(sk.range(0, 8).map({where}), batch_size=4,
                        num_workers=2, worker_mode="process")
 flags = np.concatenate([np.asarray(b) for b in loader]).tolist()
 print("imported-by-worker", sum(flags), "of", len(flags))
 loader.close()
 """
+
+
+def _run_workers(folder: Path, modules: dict[str, str], imports: str, where: str) -> Any:
+    """Write ``modules`` into ``folder`` and run a script that imports ``imports`` and
+    maps 8 records with ``where`` on 2 process workers (forkserver)."""
+    for name, text in modules.items():
+        (folder / f"{name}.py").write_text(text)
+    script = folder / "run.py"
+    script.write_text(SCRIPT.format(folder=str(folder), imports=imports, where=where))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_the_modules_a_pipeline_names_are_found_in_its_pickle():
@@ -52,13 +65,8 @@ def test_a_pickle_of_something_else_names_nothing_it_does_not_hold():
 
 
 def test_workers_find_the_pipeline_module_imported_by_the_fork_server(tmp_path):
-    (tmp_path / "pipeline_module.py").write_text(MODULE)
-    script = tmp_path / "run.py"
-    script.write_text(textwrap.dedent(SCRIPT.format(folder=str(tmp_path))))
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
-    )
+    modules = {"pipeline_module": MODULE}
+    done = _run_workers(tmp_path, modules, "import pipeline_module", "pipeline_module.where")
     assert done.returncode == 0, done.stderr
     assert "imported-by-worker 0 of 8" in done.stdout, done.stdout + done.stderr
 
@@ -73,21 +81,6 @@ def where(index):
     import lazy_module  # imported as the function runs, as decoders often do
 
     return lazy_module.IMPORTED_IN == os.getpid()
-"""
-
-LAZY_SCRIPT = """
-import sys
-sys.path.insert(0, {folder!r})
-import numpy as np
-import stoker as sk
-import lazy_module  # the training script imported it: the fork server may too
-import lazy_pipeline
-
-loader = sk.DataLoader(sk.range(0, 8).map(lazy_pipeline.where), batch_size=4,
-                       num_workers=2, worker_mode="process")
-flags = np.concatenate([np.asarray(b) for b in loader]).tolist()
-print("imported-by-worker", sum(flags), "of", len(flags))
-loader.close()
 """
 
 
@@ -152,13 +145,9 @@ def test_a_relative_import_and_objects_without_code_name_no_module():
 
 
 def test_workers_find_a_module_their_functions_import_preloaded_by_the_fork_server(tmp_path):
-    (tmp_path / "lazy_module.py").write_text(LAZY_MODULE)
-    (tmp_path / "lazy_pipeline.py").write_text("import os\n" + LAZY_PIPELINE)
-    script = tmp_path / "run.py"
-    script.write_text(textwrap.dedent(LAZY_SCRIPT.format(folder=str(tmp_path))))
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
-    )
+    modules = {"lazy_module": LAZY_MODULE, "lazy_pipeline": "import os\n" + LAZY_PIPELINE}
+    # The training script imported lazy_module itself: the fork server may too.
+    imports = "import lazy_module\nimport lazy_pipeline"
+    done = _run_workers(tmp_path, modules, imports, "lazy_pipeline.where")
     assert done.returncode == 0, done.stderr
     assert "imported-by-worker 0 of 8" in done.stdout, done.stdout + done.stderr
