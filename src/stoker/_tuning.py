@@ -22,6 +22,13 @@ The rules, in words:
   wait is short (hand-off scale) and several times the work decides on its own.
   Inline, the tuner goes back to workers when a batch comes to cost several times
   what waiting for workers cost.
+* **Trying inline.** Those estimates come from the workers' own clocks, which threads
+  fighting for the GIL inflate (a job's CPU time on a thread can be three times what
+  it costs inline). So when the consumer waits for workers about as long as a batch
+  takes to build, in two of three windows, the tuner tries: the next batches are
+  built inline and their wall time is compared with that of the last windows on
+  workers. Inline stays only when it was clearly faster; otherwise the workers take
+  over again, and the next try comes only after twice as many windows as the last.
 * **Batches in flight.** With workers, ``depth`` grows while the consumer still
   waits for batches, up to what the memory budget holds, and shrinks towards one
   batch per worker while batches are always ready (the consumer is the bottleneck:
@@ -36,6 +43,7 @@ numbers.
 from __future__ import annotations
 
 import os
+from collections import deque
 from dataclasses import dataclass, replace
 
 from ._sizing import ThreadSizer
@@ -95,6 +103,18 @@ CPU_SHARE = 0.3
 waiting for the GIL (or a core), not on I/O: inline, it costs its CPU time."""
 BACK_TO_WORKERS = 3.0
 """Inline, a batch costing this many times the wait seen with workers goes back to them."""
+TRY_INLINE = 0.75
+"""Inline is worth a try when the consumer waits for workers this share of the work of
+a batch or more (in two of three windows): workers that were doing their job in
+parallel would have it waiting for about the work divided by their number."""
+TRIAL_BATCHES = 16
+"""Batches built inline on a try (after the batches already in flight came out): enough
+to take in the occasional batch that reads a block of the source."""
+TRIAL_WINS = 0.9
+"""A try keeps inline when its wall time a batch is below this share of the last
+windows' on workers."""
+TRIAL_BACKOFF = 4
+"""Windows on workers after a try that failed before the next one (doubling)."""
 MIN_WORK_SECONDS = 1e-6  # below the clock's resolution: treated as this
 
 
@@ -162,6 +182,8 @@ class Decision:
     depth: int
     reason: str
     workers: int
+    trial: bool = False
+    """Inline for a few batches, to measure it (see :data:`TRIAL_BATCHES`)."""
 
 
 class Tuner:
@@ -213,6 +235,11 @@ class Tuner:
         self._batch_bytes = 0
         self._next_at = FIRST_DECISION
         self._suspect = False  # the last window said workers hurt: one more to confirm
+        self._worth_trying: deque[bool] = deque(maxlen=3)  # the last windows on workers
+        self._worker_windows: deque[tuple[float, int]] = deque(maxlen=3)  # wall time, batches
+        self._before_trial = self.decision  # what a try that fails goes back to
+        self._no_trial = 0  # windows on workers before the next try
+        self._failed_trials = 0
 
     def due(self, batches: int) -> bool:
         """True when ``batches`` (handed out since the last decision) call for one."""
@@ -251,7 +278,9 @@ class Tuner:
         work = max(window.work_seconds / window.batches, MIN_WORK_SECONDS)
         wait = window.wait_seconds / window.batches
         current = self.decision
-        if window.inline:
+        if window.inline and current.trial:
+            decision = self._judge_trial(window)
+        elif window.inline:
             decision = self._from_inline(current, work)
         else:
             self._worker_wait = wait
@@ -272,6 +301,53 @@ class Tuner:
                 self.workers,
             )
         return current
+
+    def _judge_trial(self, w: Window) -> Decision:
+        """Inline or workers, from the batches a try built inline: their wall time
+        against the last windows' on workers."""
+        inline = w.elapsed_seconds / w.batches
+        elapsed, batches = (sum(x) for x in zip(*self._worker_windows, strict=True))
+        best = elapsed / batches
+        if inline < TRIAL_WINS * best:
+            self._failed_trials = 0
+            return Decision(
+                True,
+                1,
+                f"built inline, a batch took {_ms(inline)}, against {_ms(best)} with "
+                "workers: the hand-off costs more than the work, so batches are built inline",
+                self.workers,
+            )
+        self._failed_trials += 1
+        self._no_trial = TRIAL_BACKOFF << (self._failed_trials - 1)
+        return replace(
+            self._before_trial,
+            reason=f"built inline, a batch took {_ms(inline)}, against {_ms(best)} with "
+            "workers: workers",
+        )
+
+    def _try_inline(self, current: Decision, worth: bool, w: Window) -> Decision | None:
+        """A try of inline when the last windows call for one (None: not now)."""
+        self._worker_windows.append((w.elapsed_seconds, w.batches))
+        self._worth_trying.append(worth)
+        if self._no_trial > 0:
+            self._no_trial -= 1
+            return None
+        if not worth:
+            return None
+        if sum(self._worth_trying) < 2:
+            self._next_at = FIRST_DECISION  # look again soon
+            return None
+        self._worth_trying.clear()
+        self._before_trial = current
+        self._next_at = TRIAL_BATCHES
+        return Decision(
+            True,
+            1,
+            f"next() waited {_ms(w.wait_seconds / w.batches)} a batch for workers, about "
+            f"what building one costs: trying {TRIAL_BATCHES} batches inline",
+            self.workers,
+            trial=True,
+        )
 
     def _size_first(self, window: Window) -> Decision:
         """The thread count from a pass's first batch (the other rules wait for a
@@ -332,6 +408,10 @@ class Tuner:
                 "are built inline",
                 self.workers,
             )
+        worth = self.auto_inline and wait >= TRY_INLINE * cost
+        trial = self._try_inline(current, worth, w)
+        if trial is not None:
+            return trial
         depth = min(current.depth, self.max_depth())
         reason = current.reason
         if self.auto_depth and fraction >= WAITING and depth < self.max_depth():

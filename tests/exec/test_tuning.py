@@ -1,6 +1,13 @@
 """The tuning policy on synthetic measurements: it decides, it does not time anything."""
 
-from stoker._tuning import FIRST_DECISION, LATER_DECISIONS, Tuner, Window
+from stoker._tuning import (
+    FIRST_DECISION,
+    LATER_DECISIONS,
+    TRIAL_BACKOFF,
+    TRIAL_BATCHES,
+    Tuner,
+    Window,
+)
 
 
 def _run(tuner: Tuner, window: Window, rounds: int = 10):
@@ -86,9 +93,65 @@ def test_a_long_job_costs_its_wall_time_even_when_it_waits_on_io():
 
 def test_one_slow_window_decides_nothing():
     t = Tuner(num_workers=2)
-    assert not t.observe(Window(8, 8 * 1e-3, 8 * 15e-3, 8 * 16e-3)).inline
-    assert not t.observe(Window(8, 8 * 1e-3, 8 * 0.1e-3, 8 * 1e-3)).inline
-    assert not t.observe(Window(8, 8 * 1e-3, 8 * 15e-3, 8 * 16e-3)).inline
+    slow, normal = Window(8, 8 * 1e-3, 8 * 15e-3, 8 * 16e-3), Window(8, 8 * 1e-3, 8e-4, 8e-3)
+    for window in (slow, normal, normal, slow, normal, normal):
+        assert not t.observe(window).inline
+
+
+# Two threads fighting for the GIL: 700 us of wall time a job, 330 us of it CPU; the
+# consumer waits 360 us a batch. Not "hurt" by the estimates (the CPU time is inflated
+# by the fight), so only building a few batches inline can tell.
+GIL_BOUND = Window(32, 32 * 700e-6, 32 * 360e-6, 32 * 390e-6, cpu_seconds=32 * 330e-6)
+
+
+def _tried(t: Tuner):
+    assert not t.observe(GIL_BOUND).inline  # once: look again soon
+    assert t.due(FIRST_DECISION)
+    d = t.observe(GIL_BOUND)
+    assert d.inline
+    assert d.trial
+    assert d.depth == 1
+    assert f"trying {TRIAL_BATCHES} batches inline" in d.reason
+    assert t.due(TRIAL_BATCHES)
+    assert not t.due(TRIAL_BATCHES - 1)
+    return d
+
+
+def test_a_try_of_inline_keeps_it_when_batches_came_faster():
+    t = Tuner(num_workers=2)
+    _tried(t)
+    n = TRIAL_BATCHES
+    d = t.observe(Window(n, n * 100e-6, n * 110e-6, n * 120e-6, inline=True))
+    assert d.inline
+    assert not d.trial
+    assert "a batch took 120 us, against 390 us with workers" in d.reason
+    # Later inline windows keep it, as after any inline decision.
+    assert t.observe(Window(64, 64 * 100e-6, 64 * 110e-6, 64 * 120e-6, inline=True)).inline
+
+
+def test_a_try_of_inline_that_was_slower_goes_back_to_workers_and_waits_longer():
+    t = Tuner(num_workers=2)
+    before = t.decision.depth
+    n = TRIAL_BATCHES
+    slower = Window(n, n * 800e-6, n * 800e-6, n * 820e-6, inline=True)
+    _tried(t)
+    for backoff in (TRIAL_BACKOFF, 2 * TRIAL_BACKOFF):
+        d = t.observe(slower)
+        assert not d.inline
+        assert not d.trial
+        assert d.depth >= before
+        assert "a batch took 820 us, against 390 us with workers: workers" in d.reason
+        for _ in range(backoff):  # no try for a while, however the windows look
+            assert not t.observe(GIL_BOUND).inline
+        assert t.observe(GIL_BOUND).trial  # then the next one
+    assert sum(x.trial for x in t.history) == 3
+
+
+def test_parallel_workers_are_never_tried_inline():
+    # Two workers building 10 ms batches in parallel: the consumer waits ~5 ms.
+    t = Tuner(num_workers=2)
+    w = Window(32, 32 * 10e-3, 32 * 5e-3, 32 * 5.2e-3, cpu_seconds=32 * 9e-3)
+    assert not any(t.observe(w).inline for _ in range(10))
 
 
 def test_inline_goes_back_to_workers_when_batches_become_expensive():

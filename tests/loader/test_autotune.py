@@ -58,6 +58,34 @@ def test_tiny_records_with_workers_are_built_inline(caplog):
     assert "use fewer workers" not in str(stats)
 
 
+@sk.releases_gil  # marked, yet pure Python: two threads take turns with the GIL
+def _gil_bound(x):
+    total = 0
+    for i in range(200):
+        total += i
+    return x + total
+
+
+def test_gil_bound_threads_give_the_batches_of_a_fixed_setting(no_leaks):
+    # Whether auto tries inline, and keeps it, depends on this machine's clocks; the
+    # batches, and every state along the way, never do.
+    kw = {"batch_size": 32, "shuffle": True, "seed": 5}
+    ds = sk.range(0, 12_000).map(_gil_bound)
+    with (
+        sk.DataLoader(ds, num_workers=2, **kw) as auto,
+        sk.DataLoader(ds, num_workers=0, **kw) as fixed,
+    ):
+        assert_same_batches(auto, fixed, epochs=2)
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_a_try_of_inline_resumes_exactly(ordered, no_leaks):
+    ds = sk.range(0, 3000).map(_gil_bound)
+    kw = {"batch_size": 16, "shuffle": True, "seed": 2, "ordered": ordered}
+    with sk.DataLoader(ds, num_workers=2, **kw) as loader:
+        assert_resumes_exactly(loader, epochs=2, max_stops=6)
+
+
 def test_input_bound_keeps_the_workers_and_more_batches_in_flight():
     # Each batch waits 4 ms on (simulated) I/O; the consumer takes nothing.
     ds = sk.range(0, 4 * 80).map(_slow(0.001))

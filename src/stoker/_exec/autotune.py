@@ -46,6 +46,7 @@ class Autotune:
         """The executor this tuner steers."""
         self._window = window
         self._tally = tally
+        self._drain = 0  # batches still to come from workers before a try of inline
         self._apply(executor.tuner.decision)
         self._mark()
         self._first = True
@@ -81,6 +82,8 @@ class Autotune:
         decision = tuner.observe(window)
         if decision != before:
             _log.info("stoker auto: %s", decision.reason)
+        if decision.trial and not before.trial:  # the try is timed from its first batch
+            self._drain = len(self._window.in_flight())
         self._apply(decision)
 
     def _apply(self, decision: Decision) -> None:
@@ -88,11 +91,11 @@ class Autotune:
         ex.inline = decision.inline and ex.tuner.auto_inline
         if not ex.inline:
             self._window.depth = decision.depth
-        elif self._window.ordered:
+        elif self._window.ordered and not decision.trial:
             # No new jobs: once the window is empty the iterator builds batches on
             # its own thread, from the plan (see ``go_inline``).
             self._window.depth = 0
-        else:  # batches handed out ahead: keep the window, jobs run on submit
+        else:  # a try, or batches handed out ahead: keep the window, jobs run on submit
             self._window.depth = 1
         if ex.tuner.sizer is not None and decision.workers != ex.workers:
             if decision.workers > ex.workers and not ex.inline:
@@ -105,6 +108,7 @@ class Autotune:
         inline, batches come in order, and no job is left in the window."""
         return (
             self.executor.inline
+            and not self.executor.tuner.decision.trial
             and self._window.ordered
             and not self._window.in_flight()
             and not ahead_of(self._window.state())
@@ -120,6 +124,10 @@ class Autotune:
             if self._first and not ex.tuner.sized and not ex.inline:
                 self._decide(self._measured(batch, first=True))
             self._first = False
+            self._mark()
+            return
+        if self._drain > 0:  # built by workers before the try: not part of it
+            self._drain -= 1
             self._mark()
             return
         self._batches += 1
