@@ -306,14 +306,14 @@ class Tuner:
         """Inline or workers, from the batches a try built inline: their wall time
         against the last windows' on workers."""
         inline = w.elapsed_seconds / w.batches
-        elapsed, batches = (sum(x) for x in zip(*self._worker_windows, strict=True))
-        best = elapsed / batches
-        if inline < TRIAL_WINS * best:
+        elapsed = sum(seconds for seconds, _ in self._worker_windows)
+        on_workers = elapsed / max(1, sum(n for _, n in self._worker_windows))
+        if inline < TRIAL_WINS * on_workers:
             self._failed_trials = 0
             return Decision(
                 True,
                 1,
-                f"built inline, a batch took {_ms(inline)}, against {_ms(best)} with "
+                f"built inline, a batch took {_ms(inline)}, against {_ms(on_workers)} with "
                 "workers: the hand-off costs more than the work, so batches are built inline",
                 self.workers,
             )
@@ -321,7 +321,7 @@ class Tuner:
         self._no_trial = TRIAL_BACKOFF << (self._failed_trials - 1)
         return replace(
             self._before_trial,
-            reason=f"built inline, a batch took {_ms(inline)}, against {_ms(best)} with "
+            reason=f"built inline, a batch took {_ms(inline)}, against {_ms(on_workers)} with "
             "workers: workers",
         )
 
