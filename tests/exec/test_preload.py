@@ -151,3 +151,33 @@ def test_workers_find_a_module_their_functions_import_preloaded_by_the_fork_serv
     done = _run_workers(tmp_path, modules, imports, "lazy_pipeline.where")
     assert done.returncode == 0, done.stderr
     assert "imported-by-worker 0 of 8" in done.stdout, done.stdout + done.stderr
+
+
+# Imports in the training process and in its workers, and refuses the fork server (a
+# plain, single process with no parent like the trainer's).
+REFUSING_MODULE = """
+import multiprocessing, os
+if multiprocessing.current_process().name == "MainProcess" and os.getpid() != PARENT:
+    raise RuntimeError("refusing_module will not load in this process")
+IMPORTED_IN = os.getpid()
+"""
+
+
+def test_a_module_that_fails_in_the_fork_server_is_left_to_the_workers(tmp_path):
+    # multiprocessing's own preload loop dies of any error but ImportError, and every
+    # worker start after it fails with EOFError; stoker imports the list itself.
+    modules = {
+        "refusing_module": "PARENT = int(__import__('os').environ['TRAINER_PID'])\n"
+        + REFUSING_MODULE,
+        "refusing_pipeline": "import os\n"
+        + LAZY_PIPELINE.replace("lazy_module", "refusing_module"),
+    }
+    imports = (
+        "import os\nos.environ['TRAINER_PID'] = str(os.getpid())\n"
+        "import refusing_module\nimport refusing_pipeline"
+    )
+    done = _run_workers(tmp_path, modules, imports, "refusing_pipeline.where")
+    assert done.returncode == 0, done.stderr
+    assert "EOFError" not in done.stderr
+    # Each worker imported it itself, as the pipeline ran.
+    assert "imported-by-worker 8 of 8" in done.stdout, done.stdout + done.stderr
