@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+import pytest
 
 import stoker as sk
 from stoker._exec.preload import imported_inside, modules_named
@@ -180,4 +181,24 @@ def test_a_module_that_fails_in_the_fork_server_is_left_to_the_workers(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "EOFError" not in done.stderr
     # Each worker imported it itself, as the pipeline ran.
+    assert "imported-by-worker 8 of 8" in done.stdout, done.stdout + done.stderr
+
+
+PLUGIN_PIPELINE = """
+import sys
+
+def where(index):
+    from PIL import Image  # Pillow imports its format plugins on the first image it opens
+
+    return "PIL.JpegImagePlugin" in sys.modules
+"""
+
+
+def test_pillows_format_plugins_come_with_it(tmp_path):
+    pytest.importorskip("PIL")
+    imports = "from PIL import Image\nimport plugin_pipeline"  # no image opened here
+    done = _run_workers(
+        tmp_path, {"plugin_pipeline": PLUGIN_PIPELINE}, imports, "plugin_pipeline.where"
+    )
+    assert done.returncode == 0, done.stderr
     assert "imported-by-worker 8 of 8" in done.stdout, done.stdout + done.stderr

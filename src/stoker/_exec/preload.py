@@ -12,9 +12,11 @@ modules, the modules its pipeline names (functions and classes pickled by
 reference) and the modules its functions import as they run (an ``import`` inside
 a decode function, ``from PIL import Image`` say: 25-35 ms a worker, on its first
 record, measured on the JPEG benchmark), as long as they are already imported here:
-their import ran in this process without error. ``__main__`` is never preloaded (the
-fork server would run the script). Once the server runs, its list is fixed: later
-loaders' workers import what it lacks themselves.
+their import ran in this process without error; and with such a module, the modules
+it imports itself on first use (:data:`COMPANIONS`: Pillow's format plugins).
+``__main__`` is never preloaded (the fork server would run the script). Once the
+server runs, its list is fixed: later loaders' workers import what it lacks
+themselves.
 """
 
 from __future__ import annotations
@@ -27,10 +29,25 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["STOKER_MODULES", "imported_inside", "modules_named", "preload"]
+__all__ = ["COMPANIONS", "STOKER_MODULES", "imported_inside", "modules_named", "preload"]
 
 STOKER_MODULES = ("stoker._exec.mainless", "stoker._exec.worker")
 """What every worker runs: preloaded always (``mainless`` first: see its docs)."""
+
+COMPANIONS: dict[str, tuple[str, ...]] = {
+    # Pillow imports its common format plugins on the first image it opens
+    # (``Image.preinit``): 6-15 ms a worker, JPEG's the most.
+    "PIL.Image": (
+        "PIL.BmpImagePlugin",
+        "PIL.GifImagePlugin",
+        "PIL.JpegImagePlugin",
+        "PIL.PpmImagePlugin",
+        "PIL.PngImagePlugin",
+    ),
+}
+"""Modules that a preloaded module imports itself on first use: preloaded with it,
+whether or not the training process imported them yet (the fork server imports each
+on its own, and skips one that fails: see :func:`stoker._exec.mainless.import_the_rest`)."""
 
 _STRINGS = frozenset(
     {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING"}
@@ -184,4 +201,5 @@ def preload(ctx: Any, payload: bytes, functions: Iterable[object] = ()) -> None:
         for name in dict.fromkeys([*modules_named(payload), *lazy])
         if name in sys.modules and name not in ("__main__", "__mp_main__")
     ]
-    ctx.set_forkserver_preload([*STOKER_MODULES, *extra])
+    companions = [name for module in extra for name in COMPANIONS.get(module, ())]
+    ctx.set_forkserver_preload([*STOKER_MODULES, *dict.fromkeys([*extra, *companions])])
