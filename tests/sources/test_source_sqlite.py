@@ -149,6 +149,24 @@ def test_without_rowid_table(tmp_path):
     assert [r["k"] for r in ds.__getitems__([2, 0, 1])] == ["c", "a", "b"]
 
 
+@pytest.mark.parametrize(
+    "keys",
+    [[5, 6, 7, 8], [7, 5, 100, 6], [-3, -2, -1, 0], []],
+    ids=["a-range", "a-gap", "negative", "empty"],
+)
+def test_records_follow_the_rowids_with_or_without_gaps(tmp_path, keys):
+    path = str(tmp_path / "k.db")
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("CREATE TABLE k (id INTEGER PRIMARY KEY, v INTEGER)")
+        conn.executemany("INSERT INTO k VALUES (?, ?)", [(key, 10 * key) for key in keys])
+    conn.close()
+    ds = sk.from_sqlite(path, "k")
+    assert len(ds) == len(keys)
+    got = [(int(r["id"]), int(r["v"])) for r in ds.__getitems__(list(range(len(keys))))]
+    assert got == [(key, 10 * key) for key in sorted(keys)]
+
+
 def test_bad_input(tmp_path, db):
     with pytest.raises(sk.ConfigError, match=r"missing\.db"):
         sk.from_sqlite(tmp_path / "missing.db", "t")
