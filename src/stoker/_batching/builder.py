@@ -107,8 +107,12 @@ class BatchBuilder:
         pool: BufferPool | None = None,
         on_error: str = "raise",
         split: bool = True,
+        count_reads: bool = True,
     ) -> None:
         self._dataset: Dataset[Any] = dataset if dataset is not None else _NoRecords()
+        # Time in map functions and source reads, summed into ``counters``; a worker's
+        # runtime measures them around its whole job instead (one reading, not two).
+        self._count_reads = count_reads
         self._collate_fn = collate_fn
         self._pool = pool if pool is not None else BufferPool(batch_size, pool_slots)
         self._may_split = split
@@ -258,7 +262,7 @@ class BatchBuilder:
         not stream). Returns the rows, their structure and, when a record did not
         fit, every record (those written read back from their rows) instead.
         """
-        start, before = time.perf_counter(), thread_counts()
+        start, before = time.perf_counter(), self._thread_counts()
         writing = 0.0
         rest: list[Any] | None = None
         try:
@@ -330,7 +334,7 @@ class BatchBuilder:
 
     def records(self, ctx: Context, indices: np.ndarray, where: str) -> list[Any | Skip]:
         """The records at ``indices``; SKIP for filtered (or, under "skip", failing) ones."""
-        start, before = time.perf_counter(), thread_counts()
+        start, before = time.perf_counter(), self._thread_counts()
         try:
             return self._dataset._fetch(indices, ctx)
         except Exception as batch_exc:
@@ -338,14 +342,20 @@ class BatchBuilder:
         finally:
             self._count_fetch(start, before)
 
+    def _thread_counts(self) -> tuple[float, int, SourceReads] | None:
+        return thread_counts() if self._count_reads else None
+
     def _count_fetch(
-        self, start: float, before: tuple[float, int, SourceReads], writing: float = 0.0
+        self, start: float, before: tuple[float, int, SourceReads] | None, writing: float = 0.0
     ) -> None:
         """Count a fetch begun at ``start`` (``before``: this thread's :func:`thread_counts`
-        then); ``writing`` seconds of it were spent collating, as records were written."""
+        then, None when reads are not counted here); ``writing`` seconds of it were spent
+        collating, as records were written."""
         counters = self.counters
         counters.fetch_seconds += time.perf_counter() - start - writing
         counters.collate_seconds += writing
+        if before is None:
+            return
         transform, hits, reads = before
         transformed, hit, read = thread_counts()
         counters.transform_seconds += transformed - transform

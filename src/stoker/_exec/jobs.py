@@ -175,6 +175,7 @@ class Runtime:
             pool=pool,
             on_error=spec.on_error,
             split=split,
+            count_reads=False,  # read around each job instead (run())
         )
         self._streams: dict[tuple[int, int], StreamCursor[Any]] = {}
         self._batched = spec.batched
