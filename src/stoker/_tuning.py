@@ -20,8 +20,10 @@ The rules, in words:
   costs clearly more than building the batch oneself (tiny records, where the
   hand-off is the work), in two windows in a row, jobs run inline; a window whose
   wait is short (hand-off scale) and several times the work decides on its own.
-  Inline, the tuner goes back to workers when a batch comes to cost several times
-  what waiting for workers cost.
+  Inline, with batches handed out in any order (``ordered=False``), the tuner goes
+  back to workers when a batch comes to cost several times what waiting for workers
+  cost; in order, the iterator builds them on its own thread from then on, and so do
+  the loader's later iterators.
 * **Trying inline.** Those estimates come from the workers' own clocks, which threads
   fighting for the GIL inflate (a job's CPU time on a thread can be three times what
   it costs inline). So when the consumer waits for workers about as long as a batch
