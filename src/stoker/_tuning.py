@@ -312,12 +312,9 @@ class Tuner:
         on_workers = elapsed / max(1, sum(n for _, n in self._worker_windows))
         if inline < TRIAL_WINS * on_workers:
             self._failed_trials = 0
-            return Decision(
-                True,
-                1,
+            return self._inline(
                 f"built inline, a batch took {_ms(inline)}, against {_ms(on_workers)} with "
-                "workers: the hand-off costs more than the work, so batches are built inline",
-                self.workers,
+                f"workers: {_BUILT_INLINE}"
             )
         self._failed_trials += 1
         self._no_trial = TRIAL_BACKOFF << (self._failed_trials - 1)
@@ -342,14 +339,15 @@ class Tuner:
         self._worth_trying.clear()
         self._before_trial = current
         self._next_at = TRIAL_BATCHES
-        return Decision(
-            True,
-            1,
+        return self._inline(
             f"next() waited {_ms(w.wait_seconds / w.batches)} a batch for workers, about "
             f"what building one costs: trying {TRIAL_BATCHES} batches inline",
-            self.workers,
             trial=True,
         )
+
+    def _inline(self, reason: str, trial: bool = False) -> Decision:
+        """Batches built on the consumer's thread, one at a time, for ``reason``."""
+        return Decision(True, 1, reason, self.workers, trial)
 
     def _size_first(self, window: Window) -> Decision:
         """The thread count from a pass's first batch (the other rules wait for a
@@ -402,13 +400,9 @@ class Tuner:
         if self._suspect:
             self._next_at = FIRST_DECISION  # look again soon
         if confirmed:
-            return Decision(
-                True,
-                1,
+            return self._inline(
                 f"next() waited {_ms(wait)} a batch for workers, more than the {_ms(cost)} "
-                "it takes to build one: the hand-off costs more than the work, so batches "
-                "are built inline",
-                self.workers,
+                f"it takes to build one: {_BUILT_INLINE}"
             )
         worth = self.auto_inline and wait >= TRY_INLINE * cost
         trial = self._try_inline(current, worth, w)
@@ -446,6 +440,9 @@ def _inline_cost(work: float, w: Window) -> float:
     if cpu < CPU_SHARE * work:  # mostly waiting on I/O: inline would wait as long
         return work
     return max(min(work, cpu), MIN_WORK_SECONDS)
+
+
+_BUILT_INLINE = "the hand-off costs more than the work, so batches are built inline"
 
 
 def _ms(seconds: float) -> str:
